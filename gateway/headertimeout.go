@@ -24,14 +24,11 @@ const (
 // malformed request line or header, a header over the size limit, an
 // unsupported HTTP version), both of which it does silently.
 func newHeaderTimeouts() *connwatch.Watcher {
-	return &connwatch.Watcher{
-		HeaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_gateway_header_timeouts_total",
-			Help: "Client connections closed because a request header did not arrive within the gateway's readHeaderTimeout.",
-		}),
-		Refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_gateway_refused_requests_total",
-			Help: "Requests the gateway's HTTP server refused before routing them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
-		}),
-	}
+	return connwatch.New(prometheus.CounterOpts{
+		Name: "kvroute_gateway_header_timeouts_total",
+		Help: "Client connections closed because a request header did not arrive within the gateway's readHeaderTimeout.",
+	}, prometheus.CounterOpts{
+		Name: "kvroute_gateway_refused_requests_total",
+		Help: "Requests the gateway's HTTP server refused before routing them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
+	})
 }

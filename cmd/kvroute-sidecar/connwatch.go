@@ -11,14 +11,11 @@ import (
 // to them silently, before a handler sees a request, counted as the
 // gateway counts its own.
 func newConnWatcher() *connwatch.Watcher {
-	return &connwatch.Watcher{
-		HeaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_sidecar_header_timeouts_total",
-			Help: "Connections (clients' or the metrics port's) the sidecar closed because a request header did not arrive within its read-header timeout (10s).",
-		}),
-		Refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_sidecar_server_refused_requests_total",
-			Help: "Requests the sidecar's HTTP servers (clients' and the metrics port's) refused before its handler saw them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
-		}),
-	}
+	return connwatch.New(prometheus.CounterOpts{
+		Name: "kvroute_sidecar_header_timeouts_total",
+		Help: "Connections (clients' or the metrics port's) the sidecar closed because a request header did not arrive within its read-header timeout (10s).",
+	}, prometheus.CounterOpts{
+		Name: "kvroute_sidecar_server_refused_requests_total",
+		Help: "Requests the sidecar's HTTP servers (clients' and the metrics port's) refused before its handler saw them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
+	})
 }

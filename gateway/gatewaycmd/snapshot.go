@@ -111,14 +111,11 @@ func (s *snapshotServer) shutdown(ctx context.Context) {
 // listener's own, since net/http closes a late header's connection and
 // refuses a malformed request silently.
 func newSnapshotWatcher() *connwatch.Watcher {
-	return &connwatch.Watcher{
-		HeaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_gateway_snapshot_header_timeouts_total",
-			Help: "Connections to the internal snapshot listener closed because a request header did not arrive within the gateway's readHeaderTimeout.",
-		}),
-		Refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_gateway_snapshot_refused_requests_total",
-			Help: "Requests the internal snapshot listener's HTTP server refused before serving them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
-		}),
-	}
+	return connwatch.New(prometheus.CounterOpts{
+		Name: "kvroute_gateway_snapshot_header_timeouts_total",
+		Help: "Connections to the internal snapshot listener closed because a request header did not arrive within the gateway's readHeaderTimeout.",
+	}, prometheus.CounterOpts{
+		Name: "kvroute_gateway_snapshot_refused_requests_total",
+		Help: "Requests the internal snapshot listener's HTTP server refused before serving them: a malformed request line or header, a header over the size limit, an unsupported HTTP version.",
+	})
 }

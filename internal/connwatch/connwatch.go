@@ -26,7 +26,7 @@ const (
 // Watcher counts, on a server whose hooks it is given (Install), the
 // connections closed because a request header came too late and the
 // requests refused before any handler saw them. Its counters are the
-// caller's, so that each server names its own metrics.
+// caller's, so that each server names its own metrics; New builds one.
 type Watcher struct {
 	// HeaderTimeouts counts connections closed because a request header
 	// did not arrive within the server's ReadHeaderTimeout, once each.
@@ -34,6 +34,17 @@ type Watcher struct {
 	// Refused counts the requests net/http answered itself before any
 	// handler saw them.
 	Refused prometheus.Counter
+}
+
+// New returns a Watcher whose two counters are built from headerTimeouts
+// (HeaderTimeouts) and refused (Refused): the servers that watch their
+// connections differ only in their metrics' names and help texts. The
+// caller registers the counters, where and when its other metrics are.
+func New(headerTimeouts, refused prometheus.CounterOpts) *Watcher {
+	return &Watcher{
+		HeaderTimeouts: prometheus.NewCounter(headerTimeouts),
+		Refused:        prometheus.NewCounter(refused),
+	}
 }
 
 // Install sets srv's ConnState and ConnContext hooks and wraps its Handler

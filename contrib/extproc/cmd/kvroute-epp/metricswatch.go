@@ -13,14 +13,11 @@ import (
 // which net/http both does silently; counted as the kvroute gateway and
 // the sidecar count theirs.
 func newMetricsWatcher() *connwatch.Watcher {
-	return &connwatch.Watcher{
-		HeaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_epp_metrics_header_timeouts_total",
-			Help: "Connections to the metrics port closed because a request header (over TLS, or the handshake) did not arrive within 10s.",
-		}),
-		Refused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "kvroute_epp_metrics_refused_requests_total",
-			Help: "Requests the metrics port's HTTP server refused before serving them: a malformed request line or header, a header over the size limit, an unsupported HTTP version, plain HTTP sent to its TLS port.",
-		}),
-	}
+	return connwatch.New(prometheus.CounterOpts{
+		Name: "kvroute_epp_metrics_header_timeouts_total",
+		Help: "Connections to the metrics port closed because a request header (over TLS, or the handshake) did not arrive within 10s.",
+	}, prometheus.CounterOpts{
+		Name: "kvroute_epp_metrics_refused_requests_total",
+		Help: "Requests the metrics port's HTTP server refused before serving them: a malformed request line or header, a header over the size limit, an unsupported HTTP version, plain HTTP sent to its TLS port.",
+	})
 }
