@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -92,198 +91,95 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	if err := cfg.defaultTimeouts(); err != nil {
+		return nil, err
+	}
+	s := &Server{registry: prometheus.NewRegistry(), log: logger, stopped: make(chan struct{}), headerTimeouts: newHeaderTimeouts()}
+	if err := s.registerRuntimeMetrics(); err != nil {
+		return nil, err
+	}
+	picker, err := s.buildPicker(ctx, &cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			s.closeBuilt()
+		}
+	}()
+	h, err := s.buildHandler(cfg, picker, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.buildModels(cfg, opts); err != nil {
+		return nil, err
+	}
+	s.keepConfig(cfg)
+	if len(cfg.Endpoints) > 0 {
+		if err := s.SetEndpoints(cfg.Endpoints); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.registerConnMetrics(); err != nil {
+		return nil, err
+	}
+	wl, err := s.listen(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.PeerLoadFromMetrics {
+		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk())
+	}
+	go s.serve(wl)
+	ok = true
+	return s, nil
+}
+
+// defaultTimeouts rejects negative client connection timeouts and gives
+// the zero ones their defaults.
+func (cfg *ServerConfig) defaultTimeouts() error {
 	switch {
 	case cfg.ReadHeaderTimeout < 0:
-		return nil, fmt.Errorf("gateway: readHeaderTimeout %v is negative", cfg.ReadHeaderTimeout)
+		return fmt.Errorf("gateway: readHeaderTimeout %v is negative", cfg.ReadHeaderTimeout)
 	case cfg.ReadHeaderTimeout == 0:
 		cfg.ReadHeaderTimeout = DefaultReadHeaderTimeout
 	}
 	switch {
 	case cfg.IdleTimeout < 0:
-		return nil, fmt.Errorf("gateway: idleTimeout %v is negative", cfg.IdleTimeout)
+		return fmt.Errorf("gateway: idleTimeout %v is negative", cfg.IdleTimeout)
 	case cfg.IdleTimeout == 0:
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
-	s := &Server{registry: prometheus.NewRegistry(), log: logger, stopped: make(chan struct{}), headerTimeouts: newHeaderTimeouts()}
+	return nil
+}
+
+// registerRuntimeMetrics registers the Go runtime's and the process's
+// metrics, first in the registry /metrics serves.
+func (s *Server) registerRuntimeMetrics() error {
 	if err := s.registry.Register(collectors.NewGoCollector()); err != nil {
-		return nil, err
+		return err
 	}
-	if err := s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
-		return nil, err
+	return s.registry.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// closeBuilt closes what NewServer built before it failed: the models
+// poller, the router and the components closeAdmission closes.
+func (s *Server) closeBuilt() {
+	if s.models != nil {
+		s.models.Close()
 	}
-	var picker kvroute.Picker
-	switch cfg.Policy {
-	case "", PolicyPrecise:
-		ropts := kvroute.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}}
-		var acfg approx.Config
-		if cfg.Approximate != nil {
-			acfg = *cfg.Approximate
-		}
-		if err := acfg.Validate(); err != nil {
-			return nil, fmt.Errorf("gateway: approximate: %w", err)
-		}
-		capacities := acfg.Enabled && acfg.CapacityFrom != approx.CapacityFromConfig
-		if cfg.EngineMetrics != nil && cfg.Admission == nil && cfg.LoRA == nil && !capacities && !cfg.PeerLoadFromMetrics {
-			return nil, errors.New("gateway: engineMetrics feeds the admission stage, the lora scorer, the approximate index's capacities and peerLoadFromMetrics; set admission, lora, approximate.enabled or peerLoadFromMetrics too")
-		}
-		if cfg.PeerLoadFromMetrics && cfg.Router.Cluster.Enabled() {
-			return nil, errors.New("gateway: peerLoadFromMetrics estimates what a cluster shares exactly; set one or the other")
-		}
-		if cfg.EngineMetrics != nil || cfg.LoRA != nil || capacities || cfg.PeerLoadFromMetrics {
-			var emc enginemetrics.Config
-			switch {
-			case cfg.EngineMetrics != nil:
-				emc = *cfg.EngineMetrics
-			case cfg.LoRA == nil && cfg.Admission == nil && !cfg.PeerLoadFromMetrics:
-				// Only the capacities read it, and they change when an
-				// engine restarts: no need to scrape every 50ms.
-				emc = enginemetrics.Config{Interval: CapacityScrapeInterval, Staleness: 3 * CapacityScrapeInterval}
-			}
-			sc, err := enginemetrics.New(emc, enginemetrics.Options{Set: ropts.Set})
-			if err != nil {
-				return nil, err
-			}
-			s.scraper = sc
-		}
-		aopts := approx.Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock}}
-		if capacities {
-			aopts.Capacities = scraperCapacities{s.scraper}
-		}
-		ix, err := approx.New(acfg, aopts)
-		if err != nil {
-			s.closeAdmission()
-			return nil, fmt.Errorf("gateway: approximate: %w", err)
-		}
-		s.approx, ropts.Approximate = ix, ix
-		if cfg.LoRA != nil {
-			ls, err := lora.New(*cfg.LoRA, s.scraper, lora.Options{Set: ropts.Set})
-			if err != nil {
-				s.closeAdmission()
-				return nil, err
-			}
-			s.lora = ls
-			ropts.Scorers = append(ropts.Scorers, ls.Weighted())
-		}
-		if cfg.Admission != nil {
-			detectors := slices.Clone(cfg.AdmissionDetectors)
-			if cfg.EngineMetrics != nil {
-				detectors = append(detectors, s.scraper)
-			}
-			aopts := admission.Options{Set: ropts.Set, Detectors: detectors}
-			if cfg.EngineMetrics != nil {
-				aopts.Signals = s.scraper // the dispatch gate's headroom
-			}
-			a, err := admission.New(*cfg.Admission, aopts)
-			if err != nil {
-				s.closeAdmission()
-				return nil, err
-			}
-			s.admission, ropts.Admission = a, a
-		}
-		if err := cfg.DisaggHost.Validate(); err != nil {
-			s.closeAdmission()
-			return nil, err
-		}
-		if cfg.Disagg == nil && cfg.DisaggHost != (DisaggHostConfig{}) {
-			s.closeAdmission()
-			return nil, errors.New("gateway: disaggHost is set without disagg")
-		}
-		if cfg.Disagg != nil {
-			if err := cfg.DisaggHost.ValidateFor(*cfg.Disagg); err != nil {
-				s.closeAdmission()
-				return nil, err
-			}
-		}
-		if cfg.Session != nil {
-			aff, err := session.New(*cfg.Session, session.Options{Set: ropts.Set})
-			if err != nil {
-				s.closeAdmission()
-				return nil, err
-			}
-			s.session = aff
-			ropts.Scorers = append(ropts.Scorers, aff.Scorer())
-		}
-		if cfg.Disagg != nil {
-			// The decode pick replaces the router's one-role pick, so the
-			// scorers that say where a request should decode go to it too:
-			// a session's next turn prefers the decode endpoint holding it,
-			// an adapter the engines already running it.
-			dopts := disagg.Options{Set: ropts.Set}
-			if s.lora != nil {
-				dopts.DecodeScorers = append(dopts.DecodeScorers, s.lora.Weighted())
-			}
-			if s.session != nil {
-				dopts.DecodeScorers = append(dopts.DecodeScorers, s.session.Scorer())
-			}
-			p, err := disagg.New(*cfg.Disagg, dopts)
-			if err != nil {
-				if s.session != nil {
-					s.session.Close()
-				}
-				s.closeAdmission()
-				return nil, err
-			}
-			s.disagg, ropts.Profile = p, p
-		}
-		if s.session != nil {
-			ropts.Profile = s.session.Profile(ropts.Profile) // around disagg's, when set
-		}
-		r, err := kvroute.New(ctx, cfg.Router, ropts)
-		if err != nil {
-			if s.session != nil {
-				s.session.Close()
-			}
-			s.closeAdmission()
-			return nil, err
-		}
-		s.router, picker = r, r
-		if s.disagg != nil {
-			s.disagg.SetEventsLive(disagg.RouterEventsLive(r))
-		}
-		s.session.Share(r.Cluster()) // nil-safe: no cluster, nothing shared
-		if s.admission != nil {
-			s.admission.SetLoad(r.Load())
-			s.admission.ShareQueues(r.Cluster()) // nil without cluster sharing: nothing to share
-		}
-		if cfg.Proxy.Model == "" {
-			cfg.Proxy.Model = cfg.Router.Model
-		}
-	case PolicyRoundRobin:
-		if cfg.Session != nil {
-			return nil, errors.New("gateway: session affinity needs the precise policy (it is one of the Router's scorers)")
-		}
-		if cfg.Models != nil {
-			return nil, errors.New("gateway: models needs the precise policy (the Router chooses each model's endpoints)")
-		}
-		if cfg.Approximate != nil {
-			return nil, errors.New("gateway: approximate needs the precise policy (it is the Router's index)")
-		}
-		if cfg.Admission != nil {
-			return nil, errors.New("gateway: admission needs the precise policy (its accounting is the Router's)")
-		}
-		if cfg.Disagg != nil {
-			return nil, errors.New("gateway: disagg needs the precise policy (its profile step is the Router's)")
-		}
-		if cfg.LoRA != nil {
-			return nil, errors.New("gateway: the lora scorer needs the precise policy (it is one of the Router's scorers)")
-		}
-		if cfg.PeerLoadFromMetrics {
-			return nil, errors.New("gateway: peerLoadFromMetrics needs the precise policy (it feeds the Router's load)")
-		}
-		picker = new(RoundRobin)
-	default:
-		return nil, fmt.Errorf("gateway: unknown policy %q (want %q or %q)", cfg.Policy, PolicyPrecise, PolicyRoundRobin)
+	if s.router != nil {
+		s.router.Close()
 	}
-	ok := false
-	defer func() {
-		if !ok && s.router != nil {
-			s.router.Close()
-		}
-		if !ok {
-			s.closeAdmission()
-		}
-	}()
-	h, err := New(cfg.Proxy, picker, Options{Set: telemetry.Set{Registerer: s.registry, Logger: logger, TracerProvider: opts.TracerProvider, Clock: opts.Clock}, Transport: opts.Transport})
+	s.closeAdmission()
+}
+
+// buildHandler builds the Handler around picker, with the admission
+// stage, the exchange mode of disaggHost and the session affinity built
+// before it. A failure closes the Handler it built.
+func (s *Server) buildHandler(cfg ServerConfig, picker kvroute.Picker, opts Options) (*Handler, error) {
+	h, err := New(cfg.Proxy, picker, Options{Set: telemetry.Set{Registerer: s.registry, Logger: s.log, TracerProvider: opts.TracerProvider, Clock: opts.Clock}, Transport: opts.Transport})
 	if err != nil {
 		return nil, err
 	}
@@ -292,7 +188,7 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 	if cfg.Disagg != nil && cfg.DisaggHost.Mode == DisaggModeExchange {
 		// The prefill requests go over the gateway's own upstream
 		// connections; the metrics are served with the gateway's.
-		x, err := newExchangeState(cfg.DisaggHost.Exchange, s.registry, logger, h.transport)
+		x, err := newExchangeState(cfg.DisaggHost.Exchange, s.registry, s.log, h.transport)
 		if err != nil {
 			h.Close()
 			return nil, fmt.Errorf("gateway: disagg exchange: %w", err)
@@ -300,37 +196,52 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		h.exchanger = x
 	}
 	h.session = s.session
-	if cfg.Models != nil {
-		reg, err := models.New(*cfg.Models, models.Options{
-			Set:      telemetry.Set{Registerer: s.registry, Logger: logger, Clock: opts.Clock},
-			OnChange: s.reannotate,
-		})
-		if err != nil {
-			h.Close()
-			return nil, fmt.Errorf("gateway: models: %w", err)
-		}
-		s.models, h.served = reg, reg
+	return h, nil
+}
+
+// buildModels builds the models registry of cfg.Models, when set, and
+// gives it to the Handler. A failure closes the Handler.
+func (s *Server) buildModels(cfg ServerConfig, opts Options) error {
+	if cfg.Models == nil {
+		return nil
 	}
-	defer func() {
-		if !ok && s.models != nil {
-			s.models.Close()
-		}
-	}()
+	reg, err := models.New(*cfg.Models, models.Options{
+		Set:      telemetry.Set{Registerer: s.registry, Logger: s.log, Clock: opts.Clock},
+		OnChange: s.reannotate,
+	})
+	if err != nil {
+		s.handler.Close()
+		return fmt.Errorf("gateway: models: %w", err)
+	}
+	s.models, s.handler.served = reg, reg
+	return nil
+}
+
+// keepConfig keeps cfg as served, for the status page: the Handler's
+// configuration with its defaults, no endpoints (SetEndpoints keeps
+// those) and the policy named.
+func (s *Server) keepConfig(cfg ServerConfig) {
 	s.cfg = cfg
-	s.cfg.Proxy, s.cfg.Endpoints = h.cfg, nil
+	s.cfg.Proxy, s.cfg.Endpoints = s.handler.cfg, nil
 	if s.cfg.Policy == "" {
 		s.cfg.Policy = PolicyPrecise
 	}
-	if len(cfg.Endpoints) > 0 {
-		if err := s.SetEndpoints(cfg.Endpoints); err != nil {
-			return nil, err
-		}
-	}
+}
+
+// registerConnMetrics registers the counters of the client connections
+// net/http closes or refuses silently.
+func (s *Server) registerConnMetrics() error {
 	for _, c := range []prometheus.Collector{s.headerTimeouts.HeaderTimeouts, s.headerTimeouts.Refused} {
 		if err := s.registry.Register(c); err != nil {
-			return nil, err
+			return err
 		}
 	}
+	return nil
+}
+
+// listen listens on cfg.Listen and builds the http.Server, and returns
+// the listener to serve, watched for header timeouts and refusals.
+func (s *Server) listen(cfg ServerConfig) (net.Listener, error) {
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
@@ -340,22 +251,20 @@ func NewServer(ctx context.Context, cfg ServerConfig, opts Options) (*Server, er
 		Handler:           s.mux(),
 		ReadHeaderTimeout: cfg.ReadHeaderTimeout,
 		IdleTimeout:       cfg.IdleTimeout,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	wl := s.headerTimeouts.Install(s.srv, ln)
-	if cfg.PeerLoadFromMetrics {
-		s.peers = startPeerFeed(s.scraper, s.router, h.Endpoints, opts.Clk())
+	return s.headerTimeouts.Install(s.srv, ln), nil
+}
+
+// serve runs srv.Serve on wl, on the goroutine NewServer starts, and
+// records its result (Err) and its end (Done).
+func (s *Server) serve(wl net.Listener) {
+	err := s.srv.Serve(wl)
+	if !errors.Is(err, http.ErrServerClosed) {
+		// Not Shutdown: the listener failed, and nothing is served any
+		// more, /health and /ready included.
+		s.log.Error("gateway: serving failed; no connection is accepted any more", "listen", s.ln.Addr().String(), "err", err)
 	}
-	go func() {
-		err := s.srv.Serve(wl)
-		if !errors.Is(err, http.ErrServerClosed) {
-			// Not Shutdown: the listener failed, and nothing is served any
-			// more, /health and /ready included.
-			logger.Error("gateway: serving failed; no connection is accepted any more", "listen", ln.Addr().String(), "err", err)
-		}
-		s.serveErr = err
-		close(s.stopped)
-	}()
-	ok = true
-	return s, nil
+	s.serveErr = err
+	close(s.stopped)
 }
