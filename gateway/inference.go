@@ -7,12 +7,15 @@ import (
 	"os"
 
 	"github.com/kvroute/kvroute"
-	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/internal/bytebudget"
 	"github.com/kvroute/kvroute/render"
-	"github.com/kvroute/kvroute/session"
-	"github.com/kvroute/kvroute/tokenload"
 )
 
+// serveInference serves one inference request of api, in steps: it reads
+// the body, makes the Router's request of it and resolves its model,
+// picks an endpoint, passes the dispatch gate, forwards the request and,
+// on every path past the pick, releases the Decision. What the body's
+// copies hold of the body budget is released after the response.
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {
 	start := h.now()
 	n := h.inflight.Add(1)
@@ -21,117 +24,25 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		h.ownsTr.RaisePeak(n)
 	}
 	am := h.met.byAPI[api]
-	body, held, err := h.readBody(w, r)
-	defer h.budget.Release(held) // after the response: forward holds the body until then
-	if err != nil {
-		am.results[h.refuseBody(w, r, api, err)].Inc()
-		return
-	}
-	// Read as vLLM reads the body (Python's json.loads on its bytes): a
-	// leading UTF-8 byte order mark is read past, a UTF-16 or UTF-32 body
-	// decoded; the engine gets the UTF-8 JSON read.
-	body, wheld, ok := h.jsonBody(w, api, am, body)
-	defer h.budget.Release(wheld) // after the response, as the body's
+	var held heldBodies
+	defer held.release(&h.budget) // after the response: forward holds the body until then
+	body, model, ok := h.readInference(w, r, api, am, &held)
 	if !ok {
 		return
 	}
-	model, transfer, err := scanBody(body)
-	if err != nil {
-		am.results[ResultBadRequest].Inc()
-		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
-		return
-	}
-	if transfer && !h.cfg.AllowClientKVTransferParams {
-		var theld int64
-		var ok bool
-		body, theld, ok = h.dropTransferParams(w, api, am, body)
-		defer h.budget.Release(theld) // after the response, as the body's
-		if !ok {
-			return
-		}
-	}
 	eps := *h.endpoints.Load()
-	if len(eps) == 0 {
-		am.results[ResultNoEndpoint].Inc()
-		writeError(w, api, http.StatusServiceUnavailable, "the gateway has no endpoints")
+	req, ok := h.inferenceRequest(w, r, api, am, body, eps)
+	if !ok {
 		return
 	}
-	req := &kvroute.Request{ID: r.Header.Get(headerRequestID), API: api, Body: body, Header: r.Header, KeepPrompts: h.tokenIn[api]}
-	if api == apiGenerate {
-		p, salt, err := generatePrompt(body)
-		if err != nil {
-			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusBadRequest, "the body is not a token-in generate request: "+err.Error())
-			return
-		}
-		req.Prompts, req.CacheSalt = []render.Prompt{p}, salt
-	}
-	var rw rewrite // the model rewrite, counted once the request is sent
-	switch {
-	case h.served != nil:
-		var (
-			rheld  int64
-			routed bool
-		)
-		body, rheld, rw, routed = h.routeModel(w, api, am, req, body, model, eps)
-		defer h.budget.Release(rheld) // after the response, as the body's
-		if !routed {
-			return
-		}
-	case h.cfg.Model == "":
-		req.Model = model
-	case model != "" && model != h.cfg.Model:
-		req.LoRA = model
+	body, rw, ok := h.resolveModel(w, api, am, req, body, model, eps, &held)
+	if !ok {
+		return
 	}
 	r, end := h.startSpan(r)
 	defer end()
-	ctx := r.Context()
-	if h.admission != nil {
-		if ctx, err = admission.FromHeader(ctx, r.Header, start); err != nil {
-			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusBadRequest, err.Error())
-			return
-		}
-	}
-	// The pick's own time: the body's upload, read above, is the client's.
-	picked := h.now()
-	d, err := h.picker.Pick(ctx, req, eps)
-	am.pick.Observe(h.now().Sub(picked).Seconds())
-	if err != nil {
-		if r.Context().Err() != nil {
-			am.results[ResultClientAbort].Inc()
-			return
-		}
-		if h.refuse(w, api, am, err) {
-			return
-		}
-		switch {
-		case errors.Is(err, tokenload.ErrDuplicateRequestID):
-			// The router accounts load by request ID: two requests in flight
-			// with one X-Request-Id would release each other's load.
-			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusConflict, "a request with this X-Request-Id is already in flight")
-			return
-		case errors.Is(err, tokenload.ErrInvalidRequestID):
-			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusBadRequest, "X-Request-Id: "+err.Error())
-			return
-		case errors.Is(err, session.ErrInvalidKey):
-			// Session.Strict: a malformed session header or cookie.
-			am.results[ResultBadRequest].Inc()
-			writeError(w, api, http.StatusBadRequest, err.Error())
-			return
-		case errors.Is(err, kvroute.ErrModelMismatch):
-			// The body names a model no endpoint serves (or the router
-			// does not index): vLLM's answer to a model it does not
-			// serve, 404. The client should name a served model (or the
-			// gateway map its alias, ServerConfig.Models).
-			am.results[ResultBadRequest].Inc()
-			writeParamError(w, api, http.StatusNotFound, err.Error(), "model")
-			return
-		}
-		am.results[ResultNoEndpoint].Inc()
-		writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+	ctx, d, ok := h.pick(w, r, api, am, req, eps, start)
+	if !ok {
 		return
 	}
 	var (
@@ -151,51 +62,123 @@ func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api ren
 		h.notify(d)
 		h.release(d)
 	}()
-	if h.admission != nil {
-		// The dispatch gate: a sheddable request waits here, not in the
-		// picked engine's queue, until that engine has headroom.
-		if ferr = h.admission.Hold(ctx, d.Endpoint); ferr != nil {
-			if r.Context().Err() != nil {
-				am.results[ResultClientAbort].Inc()
-				return
-			}
-			if !h.refuse(w, api, am, ferr) {
-				am.results[ResultNoEndpoint].Inc()
-				writeError(w, api, http.StatusServiceUnavailable, "no endpoint available: "+ferr.Error())
-			}
-			return
-		}
+	if ferr = h.dispatch(ctx, w, r, api, am, d); ferr != nil {
+		return
 	}
 	h.countRewrite(rw) // sent as the target from here on: picked and past the dispatch gate
-	rec := DecisionRecord{Time: start, RequestID: req.ID, API: api, Model: model, LoRA: req.LoRA != "",
-		Endpoint: d.Endpoint.ID, PromptTokens: d.PromptTokens, PredictedCached: d.CachedTokens,
-		Outcome: d.Outcome.String(), UsedCache: d.UsedCache, CacheMode: d.CacheMode.String(), ActualCached: -1}
-	if rec.Model == "" {
-		rec.Model = h.cfg.Model
-	}
-	if rec.RequestID == "" {
-		// The engine gets the ID too (vLLM names the request by it), so its
-		// logs and the status page agree; the router's request table
-		// stays for the IDs clients give.
-		rec.RequestID = h.ids.next()
-		r.Header[headerRequestID] = []string{rec.RequestID}
-	}
+	rec := h.decisionRecord(r, api, req, model, d, start)
 	fwd, fheld, pooled := h.forwardBody(body, d)
 	defer h.budget.Release(fheld)
 	defer recycleTokenBody(pooled) // forward has returned: its transport is done with fwd
 	res, ferr = h.forward(w, r, fwd, d, start, am, &rec, req)
-	am.results[res].Inc()
-	rec.Result = res
-	kept := rec // the status page's copy, its client texts bounded
-	if clipRecord(&kept) {
-		h.met.recordCut.Inc()
-	}
-	h.recent.Add(kept)
+	h.keepRecord(am, res, &rec)
 	if res == ResultUpstreamBroken || res == ResultClientStalled {
 		// The header is out: abort the connection so that the client does not
 		// mistake the truncated body for a complete one.
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// heldBodies is what a request's copies of its body hold of the body
+// budget (Config.MaxBodyBytesInFlight): the body read, its UTF-8 JSON,
+// the copy without kv_transfer_params and the model rewrite's.
+type heldBodies struct {
+	n    [4]int64
+	held int
+}
+
+// add records n bytes more held.
+func (b *heldBodies) add(n int64) {
+	b.n[b.held] = n
+	b.held++
+}
+
+// release gives what b holds back to budget, last taken first.
+func (b *heldBodies) release(budget *bytebudget.Budget) {
+	for i := b.held - 1; i >= 0; i-- {
+		budget.Release(b.n[i])
+	}
+}
+
+// readInference reads r's body as the engine will read it and returns it
+// with the model it names, adding what its copies hold to held; false when
+// it has answered the request itself.
+func (h *Handler) readInference(w http.ResponseWriter, r *http.Request, api render.API, am *apiMetrics, held *heldBodies) (body []byte, model string, ok bool) {
+	body, n, err := h.readBody(w, r)
+	held.add(n)
+	if err != nil {
+		am.results[h.refuseBody(w, r, api, err)].Inc()
+		return nil, "", false
+	}
+	// Read as vLLM reads the body (Python's json.loads on its bytes): a
+	// leading UTF-8 byte order mark is read past, a UTF-16 or UTF-32 body
+	// decoded; the engine gets the UTF-8 JSON read.
+	body, n, ok = h.jsonBody(w, api, am, body)
+	held.add(n)
+	if !ok {
+		return nil, "", false
+	}
+	model, transfer, err := scanBody(body)
+	if err != nil {
+		am.results[ResultBadRequest].Inc()
+		writeError(w, api, http.StatusBadRequest, "the request body is not a JSON object: "+err.Error())
+		return nil, "", false
+	}
+	if transfer && !h.cfg.AllowClientKVTransferParams {
+		body, n, ok = h.dropTransferParams(w, api, am, body)
+		held.add(n)
+		if !ok {
+			return nil, "", false
+		}
+	}
+	return body, model, true
+}
+
+// inferenceRequest makes the Router's request of body, to be picked among
+// eps; false when it has answered the request itself (no endpoints, or a
+// generate body that is no token-in request).
+func (h *Handler) inferenceRequest(w http.ResponseWriter, r *http.Request, api render.API, am *apiMetrics, body []byte, eps []kvroute.Endpoint) (*kvroute.Request, bool) {
+	if len(eps) == 0 {
+		am.results[ResultNoEndpoint].Inc()
+		writeError(w, api, http.StatusServiceUnavailable, "the gateway has no endpoints")
+		return nil, false
+	}
+	req := &kvroute.Request{ID: r.Header.Get(headerRequestID), API: api, Body: body, Header: r.Header, KeepPrompts: h.tokenIn[api]}
+	if api == apiGenerate {
+		p, salt, err := generatePrompt(body)
+		if err != nil {
+			am.results[ResultBadRequest].Inc()
+			writeError(w, api, http.StatusBadRequest, "the body is not a token-in generate request: "+err.Error())
+			return nil, false
+		}
+		req.Prompts, req.CacheSalt = []render.Prompt{p}, salt
+	}
+	return req, true
+}
+
+// resolveModel sets req's model or adapter from the body's model and
+// returns the body to forward and the model rewrite, counted once the
+// request is sent (multi-model mode: routeModel, whose copy it adds to
+// held); false when it has answered the request itself.
+func (h *Handler) resolveModel(w http.ResponseWriter, api render.API, am *apiMetrics, req *kvroute.Request, body []byte, model string, eps []kvroute.Endpoint, held *heldBodies) ([]byte, rewrite, bool) {
+	var rw rewrite
+	switch {
+	case h.served != nil:
+		var (
+			n      int64
+			routed bool
+		)
+		body, n, rw, routed = h.routeModel(w, api, am, req, body, model, eps)
+		held.add(n)
+		if !routed {
+			return nil, rewrite{}, false
+		}
+	case h.cfg.Model == "":
+		req.Model = model
+	case model != "" && model != h.cfg.Model:
+		req.LoRA = model
+	}
+	return body, rw, true
 }
 
 // refuseBody answers, in api's shape, a request whose body could not be
