@@ -164,15 +164,22 @@ func (s *Server) registerRuntimeMetrics() error {
 }
 
 // closeBuilt closes what NewServer built before it failed: the models
-// poller, the router and the components closeAdmission closes.
+// poller, the Handler (its transport and metrics), the router, the
+// components closeAdmission closes and the session affinity.
 func (s *Server) closeBuilt() {
 	if s.models != nil {
 		s.models.Close()
+	}
+	if s.handler != nil {
+		s.handler.Close()
 	}
 	if s.router != nil {
 		s.router.Close()
 	}
 	s.closeAdmission()
+	if s.session != nil {
+		s.session.Close()
+	}
 }
 
 // buildHandler builds the Handler around picker, with the admission
@@ -183,7 +190,6 @@ func (s *Server) buildHandler(cfg ServerConfig, picker kvroute.Picker, opts Opti
 	if err != nil {
 		return nil, err
 	}
-	s.handler = h
 	h.admission = s.admission
 	if cfg.Disagg != nil && cfg.DisaggHost.Mode == DisaggModeExchange {
 		// The prefill requests go over the gateway's own upstream
@@ -196,11 +202,13 @@ func (s *Server) buildHandler(cfg ServerConfig, picker kvroute.Picker, opts Opti
 		h.exchanger = x
 	}
 	h.session = s.session
+	s.handler = h // closed by closeBuilt from here on
 	return h, nil
 }
 
 // buildModels builds the models registry of cfg.Models, when set, and
-// gives it to the Handler. A failure closes the Handler.
+// gives it to the Handler. On a failure NewServer closes the Handler
+// with the rest (closeBuilt).
 func (s *Server) buildModels(cfg ServerConfig, opts Options) error {
 	if cfg.Models == nil {
 		return nil
@@ -210,7 +218,6 @@ func (s *Server) buildModels(cfg ServerConfig, opts Options) error {
 		OnChange: s.reannotate,
 	})
 	if err != nil {
-		s.handler.Close()
 		return fmt.Errorf("gateway: models: %w", err)
 	}
 	s.models, s.handler.served = reg, reg
