@@ -16,10 +16,10 @@ import (
 // A server watched by a Watcher counts the request net/http refuses before
 // any handler sees it.
 func Example() {
-	w := &connwatch.Watcher{
-		HeaderTimeouts: prometheus.NewCounter(prometheus.CounterOpts{Name: "example_header_timeouts_total"}),
-		Refused:        prometheus.NewCounter(prometheus.CounterOpts{Name: "example_refused_requests_total"}),
-	}
+	w := connwatch.New(
+		prometheus.CounterOpts{Name: "example_header_timeouts_total", Help: "Connections closed before a request header arrived."},
+		prometheus.CounterOpts{Name: "example_refused_requests_total", Help: "Requests net/http answered itself."},
+	)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		panic(err)
