@@ -135,7 +135,9 @@ const (
 	// the whole prefix) and the stream continues from the replay window.
 	ResumeWithGap = "resumed_with_gap"
 	// ResumeGapCleared: as ResumeWithGap, with PoolConfig.ClearOnResumeGap
-	// set: the endpoint was cleared and rebuilt from the replay window.
+	// set: the endpoint was cleared and rebuilt from the replay window. Also
+	// the outcome of an engine snapshot that replaced the entries and then
+	// failed to load (refused, undecodable): rebuilt from the window too.
 	ResumeGapCleared = "gap_cleared"
 	// ResumeRestarted: the engine restarted since the position (another
 	// digest at that sequence, a shorter stream, or a live sequence at or

@@ -31,7 +31,13 @@ type seqFixture struct {
 const seqID = "10.0.0.1:8000"
 
 func newSeqFixture(t *testing.T, cfg PoolConfig, bufSize int, replayAddr string) *seqFixture {
-	f := &seqFixture{t: t, ix: newPoolIndex(t)}
+	return newSeqFixtureOn(t, cfg, bufSize, replayAddr, newPoolIndex(t))
+}
+
+// newSeqFixtureOn is newSeqFixture on the index ix (one loaded from a
+// checkpoint, say).
+func newSeqFixtureOn(t *testing.T, cfg PoolConfig, bufSize int, replayAddr string, ix *kvindex.Index) *seqFixture {
+	f := &seqFixture{t: t, ix: ix}
 	if bufSize > 0 {
 		f.buf = replay.NewBuffer(bufSize)
 		srv, err := replay.NewServer(replay.ServerConfig{Addr: "127.0.0.1:0"}, f.buf, replay.Options{})

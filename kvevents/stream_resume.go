@@ -48,6 +48,7 @@ type resumeState struct {
 	adopted    bool     // the position was looked up (once, before anything else)
 	pending    bool     // the adopted position is not verified yet
 	noVerify   bool     // the digest check could not be made: classify by sequence
+	replaced   bool     // the pending position's entries were cleared for an engine snapshot now loading
 	ensured    Position // given to Pool.EnsureFrom
 	hasEnsured bool
 }

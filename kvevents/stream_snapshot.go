@@ -34,7 +34,12 @@ import (
 // reply is not understood, a chunk does not decode) falls back to the
 // replay the trigger asked for, and no load replaces a replay for
 // ReplayCooldown, so a broken snapshot socket cannot make the stream loop
-// between loads and replays. A load is bounded as a replay is: while live
+// between loads and replays. The check of a recorded position whose
+// fetch failed leaves the restored entries as they were: the position is
+// checked again by a replay that never turns into a load, and ends as the
+// check of a resumed stream without snapshot socket does (resumed,
+// resumed_with_gap or gap_cleared, restarted); only a load that failed
+// after clearing them rebuilds from sequence 0. A load is bounded as a replay is: while live
 // messages wait for it, its reply must arrive within the replay's
 // allowance for the same range (ReplayGrace plus one second per
 // ReplayMinRate batches), or it is abandoned and counted
@@ -86,7 +91,8 @@ const (
 
 // resumeSnapshot is the resume outcome (kvroute_kv_events_resumes_total) of
 // a recorded position the replay buffer no longer held, replaced by the
-// engine's snapshot.
+// engine's snapshot; counted once the snapshot is loaded (a load that
+// fails after clearing the entries counts ResumeGapCleared).
 const resumeSnapshot = "engine_snapshot"
 
 // errUseSnapshot abandons a replay whose buffer no longer holds the range:
@@ -202,7 +208,9 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 		return verdict
 	}
 	if err := step(func(*wire.Decoder, *wire.Batch) error {
+		resume := st.s.rs.pending // the recorded entries are given up for the snapshot
 		removed := st.clearLocked()
+		st.s.rs.replaced = resume
 		st.log.Debug("Endpoint cleared for the engine's snapshot", "blocks_removed", removed)
 		return st.claimSnapshotLocked(r.PublisherID)
 	}); err != nil {
@@ -253,9 +261,23 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 		st.snapshotStalledLocked(err, took)
 		st.log.Warn("Engine snapshot not loaded; replaying instead", "reason", plan.trigger, "snapshot", st.snapAddr,
 			"took", took, "err", err)
+		if plan.verify && s.rs.pending && s.has && s.applied == plan.from {
+			// The check of a recorded position, whose entries the load
+			// never touched: check it again without the snapshot, as a
+			// resumed stream with no snapshot socket is checked.
+			plan.noSnapshot, plan.known = true, max(plan.known, st.lastSeen.Load())
+			st.startReplayLocked(plan)
+			return
+		}
+		if s.rs.replaced {
+			// The recorded entries were cleared for the snapshot and are
+			// rebuilt from the replay window.
+			st.p.rm.count(st.id, ResumeGapCleared)
+		}
 		if s.has || st.p.ix.EndpointBlocks(st.id) > 0 {
 			st.clearLocked() // possibly half-applied: rebuild from the replay window
 		}
+		s.rs.replaced = false
 		fallback := replayPlan{trigger: plan.trigger, known: max(plan.known, st.lastSeen.Load()), noSnapshot: true}
 		if st.rc == nil {
 			st.drainHeldLocked(dec, b) // no replay either: rebuild from the live stream
@@ -265,6 +287,10 @@ func (st *stream) finishSnapshotLocked(plan replayPlan, r snapshot.Reply, err er
 		return
 	}
 	st.p.snm.load(st.id, snapLoaded)
+	if s.rs.replaced {
+		s.rs.replaced = false
+		st.p.rm.count(st.id, resumeSnapshot)
+	}
 	st.p.snm.bytes.Observe(float64(r.Bytes))
 	s.needJoin, s.restarted, s.degraded, s.unconfirmed = false, false, false, false
 	s.hasDigest = false // the batch at the snapshot's sequence was never seen
@@ -318,10 +344,9 @@ func (st *stream) replayToSnapshotLocked(plan replayPlan, err error, verify bool
 	if !errors.Is(err, errUseSnapshot) && !gone {
 		return false
 	}
-	if st.s.rs.pending {
-		st.s.rs.pending = false
-		st.p.rm.count(st.id, resumeSnapshot)
-	}
+	// A recorded position's outcome waits for the load: engine_snapshot
+	// once it is loaded, the position checked again if the fetch fails
+	// (finishSnapshotLocked).
 	st.p.m.Replays.WithLabelValues(st.id, replaySnapshot).Inc()
 	st.log.Info("Replay buffer no longer holds the range; loading the engine's snapshot instead",
 		"reason", plan.trigger, "from", from, "known", known, "batches", delivered)
