@@ -41,7 +41,8 @@ type replayPlan struct {
 	// when its first batch arrives (replay_rebuild.go).
 	detached bool
 	// noSnapshot: the replay runs even where a snapshot load would
-	// replace it (the fallback of a failed load; stream_snapshot.go).
+	// replace it, and does not turn into one when it finds its range gone
+	// from the buffer (the fallback of a failed load; stream_snapshot.go).
 	noSnapshot bool
 }
 

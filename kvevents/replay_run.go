@@ -148,7 +148,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 					return nil // the same stream: continue after it
 				case seq == from:
 					return errRestarted
-				case st.snapshotReadyLocked():
+				case st.snapshotMayReplaceLocked(plan):
 					return errUseSnapshot // the position left the buffer: the engine's snapshot is more complete
 				case s.rs.pending:
 					// A resumed stream whose position left the buffer:
@@ -163,7 +163,7 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 					st.lostRangeLocked(from, seq-1)
 				}
 			} else if seq != from {
-				if st.snapshotReadyLocked() {
+				if st.snapshotMayReplaceLocked(plan) {
 					return errUseSnapshot
 				}
 				covered = false

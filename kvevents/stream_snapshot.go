@@ -32,9 +32,9 @@ import (
 // (a gap behind S is replayed from S+1 as usual). A load that fails (the
 // overall deadline passes while the engine answers "unavailable", the
 // reply is not understood, a chunk does not decode) falls back to the
-// replay the trigger asked for, and no load replaces a replay for
-// ReplayCooldown, so a broken snapshot socket cannot make the stream loop
-// between loads and replays. The check of a recorded position whose
+// replay the trigger asked for, which never turns into a load itself, and
+// no load replaces a replay for ReplayCooldown, so a broken snapshot socket
+// cannot make the stream loop between loads and replays. The check of a recorded position whose
 // fetch failed leaves the restored entries as they were: the position is
 // checked again by a replay that never turns into a load, and ends as the
 // check of a resumed stream without snapshot socket does (resumed,
@@ -133,6 +133,15 @@ func (p *Pool) snapshotClient(id string) *snapshot.Client {
 func (st *stream) snapshotReadyLocked() bool {
 	cd := st.s.snapCooldownUntil
 	return st.sc != nil && (cd.IsZero() || !st.p.clock.Now().Before(cd))
+}
+
+// snapshotMayReplaceLocked reports whether a running replay of plan that
+// finds its range gone from the buffer may turn into a snapshot load: not
+// a failed load's fallback, whatever the time since the failure (a
+// fallback that waited out ReplayCooldown for its replay slot must not
+// loop back to the load it stands in for).
+func (st *stream) snapshotMayReplaceLocked(plan replayPlan) bool {
+	return !plan.noSnapshot && st.snapshotReadyLocked()
 }
 
 // snapshotInsteadLocked reports whether plan's replay is replaced by a
@@ -340,7 +349,7 @@ func (st *stream) setSourceLocked(src string) {
 // engine's buffer by loading the snapshot instead; it reports whether it
 // did. Messages held for the replay stay held for the load.
 func (st *stream) replayToSnapshotLocked(plan replayPlan, err error, verify bool, delivered int, from, known uint64) bool {
-	gone := err == nil && !verify && delivered == 0 && known > from && st.snapshotReadyLocked()
+	gone := err == nil && !verify && delivered == 0 && known > from && st.snapshotMayReplaceLocked(plan)
 	if !errors.Is(err, errUseSnapshot) && !gone {
 		return false
 	}

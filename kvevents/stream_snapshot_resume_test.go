@@ -192,3 +192,27 @@ func resumeLoaded(t *testing.T, data []byte, broken bool) {
 	}
 	require.Equal(t, sourceSnapshot, f.status().IndexSource)
 }
+
+// A fallback replay runs even where the snapshot's cooldown is over by the
+// time its first batch shows that the buffer lost the range (a replay that
+// waited that long for a slot; here a cooldown of 1 ns): it rebuilds from
+// the window instead of going back to a load, so the cooldown is not all
+// that keeps a broken snapshot socket from looping with the replay.
+func TestStreamSnapshotFallbackReplayLoadsNoSnapshot(t *testing.T) {
+	defer leakcheck.Check(t)()
+	f := newSeqFixture(t, PoolConfig{ReplayCooldown: time.Nanosecond}, 10, "")
+	defer f.close()
+	f.useSnapshotClient(refusedAddr(t), snapshot.ClientConfig{Backoff: 1, AttemptTimeout: 50 * time.Millisecond,
+		Timeout: 100 * time.Millisecond})
+	for s := uint64(0); s < 20; s++ {
+		f.hide(s, s)
+	}
+	f.publish(20, 20) // joining: a load, refused, then the replay from 0 finds 11 first
+	f.wait(20)
+	require.True(t, f.held(11) && f.held(20), f.logs.String())
+	require.False(t, f.held(9))
+	require.Equal(t, 1.0, f.snapCount(snapFailed), f.logs.String())
+	require.Zero(t, f.count("replays", replaySnapshot), f.logs.String())
+	require.Equal(t, 1.0, f.count("replays", replayPartial), f.logs.String())
+	require.Equal(t, sourceReplay, f.status().IndexSource)
+}
