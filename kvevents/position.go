@@ -160,7 +160,7 @@ type resumeMetrics struct {
 func newResumeMetrics(r *registrar) (*resumeMetrics, error) {
 	m := &resumeMetrics{resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_kv_events_resumes_total",
-		Help: "Endpoints started from a stream position recorded in the index (checkpoint or peer snapshot), by outcome (resumed, resumed_with_gap, gap_cleared, restarted, unverified).",
+		Help: "Endpoints started from a stream position recorded in the index (checkpoint or peer snapshot), by outcome (resumed, resumed_with_gap, gap_cleared, restarted, unverified, engine_snapshot: the position was past the replay window and the engine's snapshot replaced the entries).",
 	}, []string{"pod_identifier", "result"})}
 	m.resumes = register(r, m.resumes)
 	if r.err != nil {
