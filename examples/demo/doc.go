@@ -25,9 +25,9 @@
 // loop: 0 prediction error on the healthy fleet, then one engine's KV events
 // suppressed (POST /sim/suppress_kv_events) and the loop catching it in the
 // gateway's /metrics (missing entries, the endpoint marked inaccurate, a
-// resync), and exact predictions again once its events flow. It exits with status 1 unless
-// the verification passed and one engine served most of the burst with a high
-// hit rate.
+// resync), and exact predictions again once its events flow. It exits with
+// status 1 when a step fails: among others, unless the verification passed
+// and one engine served most of the burst with a high hit rate.
 //
 // Flags:
 //
@@ -35,6 +35,8 @@
 //	--interval d       time between the burst's requests (default 3s; --fast 100ms)
 //	--load-requests n  requests per policy in the comparison (default 240; --fast 48)
 //	--engines n        number of simulated engines (default 2)
+//	--engine-blocks n  KV-cache blocks per engine (default 128: about four of the comparison's prompts)
+//	--load-groups n    distinct shared system prompts in the comparison (default 8)
 //	--hold             keep everything running after the demo until Ctrl-C
 //	--verbose          print the components' logs to standard error
 //	--replicas 2       the active-active demo instead (needs redis-server on PATH)

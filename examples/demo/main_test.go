@@ -105,3 +105,24 @@ func TestDocsAgreeWithTheDemo(t *testing.T) {
 		require.NotContains(t, string(src), stale)
 	}
 }
+
+// Every flag the demo defines has a row in its command doc's flag list and
+// is named in the README's demo section, so that neither lists fewer flags
+// than --help.
+func TestDocsNameEveryFlag(t *testing.T) {
+	src, err := os.ReadFile("main.go")
+	require.NoError(t, err)
+	defs := regexp.MustCompile(`fs\.\w+Var\(&[^,]+, "([a-z-]+)"`).FindAllSubmatch(src, -1)
+	require.NotEmpty(t, defs)
+	doc, err := os.ReadFile("doc.go")
+	require.NoError(t, err)
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, demo, _ := strings.Cut(string(readme), "### The one-command demo")
+	demo, _, _ = strings.Cut(demo, "\n### ")
+	for _, d := range defs {
+		flag := "--" + string(d[1])
+		require.True(t, strings.Contains(string(doc), "//\t"+flag+" "), "doc.go's flag list has no row for %s", flag)
+		require.True(t, strings.Contains(demo, flag), "the README's demo section does not name %s", flag)
+	}
+}
