@@ -77,3 +77,20 @@ func TestUnshippedReferencePattern(t *testing.T) {
 		require.False(t, unshippedReference.MatchString(s), s)
 	}
 }
+
+// TestREADMEPackagesTableListsEachPackageOnce: a package the README's
+// "Packages" table names twice tells the reader two stories of what it owns.
+func TestREADMEPackagesTableListsEachPackageOnce(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	require.NoError(t, err)
+	_, table, ok := strings.Cut(string(readme), "\n## Packages\n")
+	require.True(t, ok, "the README has a Packages section")
+	table, _, _ = strings.Cut(table, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| \\[?`([^`]+)`")
+	seen := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(table, -1) {
+		require.False(t, seen[m[1]], "the Packages table lists %s twice", m[1])
+		seen[m[1]] = true
+	}
+	require.Greater(t, len(seen), 10, "the Packages table's rows were found")
+}
