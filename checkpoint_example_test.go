@@ -15,7 +15,11 @@ import (
 // on the next New: the restarted router knows the prefixes at once (and,
 // with events on, resumes each engine's stream from the checkpoint).
 func ExampleNew_checkpoint() {
-	dir, _ := os.MkdirTemp("", "kvroute-example")
+	dir, err := os.MkdirTemp("", "kvroute-example")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer os.RemoveAll(dir)
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
@@ -30,9 +34,13 @@ func ExampleNew_checkpoint() {
 		return
 	}
 	tokens := []uint32{1, 2, 3, 4, 5, 6, 7, 8}
-	_ = r.Index().Store("10.0.0.7:8000", &kvindex.StoreEvent{EngineHashes: []uint64{11, 12}, Tokens: tokens,
+	err = r.Index().Store("10.0.0.7:8000", &kvindex.StoreEvent{EngineHashes: []uint64{11, 12}, Tokens: tokens,
 		BlockSize: 4, Model: "m", Group: 0, Kind: "full_attention"})
 	r.Close() // writes the checkpoint
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 
 	r, err = kvroute.New(context.Background(), cfg, kvroute.Options{})
 	if err != nil {

@@ -46,9 +46,11 @@ func Example() {
 		hashes[i] = uint64(i + 1)
 	}
 	// Engine 2 reports that it cached the system prompt.
-	_ = router.Index().Store("10.0.0.2:8000", &kvindex.StoreEvent{
+	if err := router.Index().Store("10.0.0.2:8000", &kvindex.StoreEvent{
 		EngineHashes: hashes, Tokens: system, BlockSize: 64, Model: "my-model", Group: -1,
-	})
+	}); err != nil {
+		panic(err)
+	}
 
 	for i := 0; i < 3; i++ {
 		prompt := append(append([]uint32{}, system...), uint32(50+i), uint32(60+i))
@@ -99,9 +101,11 @@ func ExampleRouter_Match() {
 	for i := range hashes {
 		hashes[i] = uint64(i + 1)
 	}
-	_ = router.Index().Store("10.0.0.1:8000", &kvindex.StoreEvent{
+	if err := router.Index().Store("10.0.0.1:8000", &kvindex.StoreEvent{
 		EngineHashes: hashes, Tokens: prompt, BlockSize: 64, Model: "my-model", Group: -1,
-	})
+	}); err != nil {
+		panic(err)
+	}
 
 	// Request-body hook.
 	req := &kvroute.Request{ID: "req-42", Prompts: []render.Prompt{{TokenIDs: prompt}}}

@@ -37,7 +37,9 @@ func ExampleHandler() {
 	}
 	defer h.Close()
 	eps := []kvroute.Endpoint{{ID: id}}
-	_ = router.SetEndpoints(eps)
+	if err := router.SetEndpoints(eps); err != nil {
+		panic(err)
+	}
 	h.SetEndpoints(eps)
 	gw := httptest.NewServer(h)
 	defer gw.Close()

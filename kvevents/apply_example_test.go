@@ -14,12 +14,21 @@ import (
 // [5,6,7,8]), applies it for one
 // endpoint, and matches a request for the same tokens against the index.
 func Example_decodeAndApply() {
-	payload, _ := hex.DecodeString("93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00")
+	payload, err := hex.DecodeString("93cb41d954fc40200000918ba474797065ab426c6f636b53746f726564ac626c6f636b5f68617368657392cf8a3f1c2d4e5b6a79cf1122334455667788b1706172656e745f626c6f636b5f68617368c0a9746f6b656e5f696473980102030405060708aa626c6f636b5f73697a6504a76c6f72615f6964c0a66d656469756da3475055a96c6f72615f6e616d65c0aa65787472615f6b65797392c0c0a967726f75705f69647800b26b765f63616368655f737065635f6b696e64ae66756c6c5f617474656e74696f6e00")
+	if err != nil {
+		panic(err)
+	}
 	endpoint, model := "10.0.0.1:8000", "my-model" // from the topic kv@10.0.0.1:8000@my-model
 
-	ix, _ := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: 4, SweepInterval: -1}, kvindex.Options{})
+	if err != nil {
+		panic(err)
+	}
 	defer ix.Close()
-	applier, _ := kvevents.NewApplier(kvevents.ApplierConfig{}, ix, kvevents.Options{})
+	applier, err := kvevents.NewApplier(kvevents.ApplierConfig{}, ix, kvevents.Options{})
+	if err != nil {
+		panic(err)
+	}
 
 	dec := wire.NewDecoder(wire.Limits{})
 	var batch wire.Batch // reuse across messages: decoding then allocates nothing

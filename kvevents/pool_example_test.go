@@ -33,10 +33,17 @@ func ExamplePool() {
 		return
 	}
 	defer pub.Close()
-	_, _ = pub.PublishBatch(stored) // nobody subscribed yet
+	if _, err := pub.PublishBatch(stored); err != nil { // nobody subscribed yet: the replay buffer keeps it
+		fmt.Println(err)
+		return
+	}
 
 	// The router: an index and a pool.
-	ix, _ := kvindex.New(kvindex.Config{BlockSize: blockSize}, kvindex.Options{})
+	ix, err := kvindex.New(kvindex.Config{BlockSize: blockSize}, kvindex.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	defer ix.Close()
 	decode := func(labels map[string]string) bool { return labels["role"] == "decode" }
 	pool, err := kvevents.NewPool(kvevents.PoolConfig{}, ix, kvevents.Options{Matcher: decode})
@@ -66,7 +73,10 @@ func ExamplePool() {
 			break
 		}
 		if !st.Received {
-			_, _ = pub.PublishBatch(&wire.Batch{}) // an empty batch: keeps the stream moving
+			if _, err := pub.PublishBatch(&wire.Batch{}); err != nil { // an empty batch: keeps the stream moving
+				fmt.Println(err)
+				return
+			}
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

@@ -37,10 +37,12 @@ func Example() {
 		panic(err)
 	}
 	defer client.Close()
-	_ = client.SetEndpoints([]render.Endpoint{
+	if err := client.SetEndpoints([]render.Endpoint{
 		{ID: "10.0.0.1:8000", URL: engine.URL},
 		{ID: "10.0.0.2:8000", URL: noFlag.URL},
-	})
+	}); err != nil {
+		panic(err)
+	}
 
 	req := &render.Request{
 		API:           render.APIChatCompletions,
@@ -49,7 +51,9 @@ func Example() {
 	}
 	for i := range 3 {
 		if i == 2 {
-			_ = client.SetEndpoints([]render.Endpoint{{ID: "10.0.0.2:8000", URL: noFlag.URL}})
+			if err := client.SetEndpoints([]render.Endpoint{{ID: "10.0.0.2:8000", URL: noFlag.URL}}); err != nil {
+				panic(err)
+			}
 		}
 		res, err := client.Render(context.Background(), req)
 		var rerr *render.Error
