@@ -147,8 +147,11 @@
 // dependencies), internal/jsonscan (the lexical JSON scanner it shares with
 // the gateway package, built on internal/jsonstr), internal/jsonids (token
 // IDs written as JSON), internal/h1pool (the HTTP/1.1 transport it shares
-// with the gateway), internal/jsonconf (kvroute's configuration decoder)
-// and internal/endpointid (the bounds of an endpoint ID);
+// with the gateway), internal/jsonconf (kvroute's configuration decoder),
+// internal/jsonexact (the request body read as vLLM reads it, for the
+// legacy Messages translation), internal/bytebudget (its reader that caps
+// a renderer's answer) and internal/endpointid (the bounds of an endpoint
+// ID);
 // it speaks in its own small types (strings for endpoint IDs, []uint32 for
 // tokens).
 package render
