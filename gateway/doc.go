@@ -88,7 +88,7 @@
 // for a remote decode, ends the prefill
 // role's accounting at that answer, and forwards the request to the decode
 // endpoint with the transfer parameters the prefiller returned. A prefill
-// step that fails (unreachable, past Exchange.PrefillTimeout, a bad answer)
+// step that fails (unreachable, past DisaggHost.Exchange.PrefillTimeout, a bad answer)
 // sends the request as it came, for a local prefill, counted by reason and
 // named in HeaderPrefillFallback; a decode endpoint that answers a 5xx
 // after the prefill step (a failed KV transfer under vLLM's
