@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"fmt"
 	"net/http"
 	"time"
 
@@ -132,6 +133,37 @@ type Config struct {
 	// gateway's own answers (Access-Control-Allow-Credentials: true, the
 	// origin echoed even under "*"). It needs CORSAllowedOrigins.
 	CORSAllowCredentials bool `json:"corsAllowCredentials"`
+}
+
+// Validate reports the first setting of c that New would refuse on its
+// own, with New's error naming its key: a negative size or timeout, a
+// TokenizeOnce API that does not qualify, a CORSAllowedOrigins entry that
+// is not an origin, CORSAllowCredentials without origins. A configuration
+// loader calls it when the file is read, so that a mistake is reported
+// there rather than when the gateway starts. The one check that spans two
+// keys, MaxBodyBytesInFlight against MaxBodyBytes, is New's alone: the
+// gateway's --max-body-bytes may still change the latter.
+func (c Config) Validate() error {
+	for _, f := range []struct {
+		key string
+		v   int64
+		s   string
+	}{
+		{"maxBodyBytes", c.MaxBodyBytes, fmt.Sprint(c.MaxBodyBytes)},
+		{"maxBodyBytesInFlight", c.MaxBodyBytesInFlight, fmt.Sprint(c.MaxBodyBytesInFlight)},
+		{"bodyReadTimeout", int64(c.BodyReadTimeout), c.BodyReadTimeout.String()},
+		{"responseWriteTimeout", int64(c.ResponseWriteTimeout), c.ResponseWriteTimeout.String()},
+		{"maxIdleConnsPerHost", int64(c.MaxIdleConnsPerHost), fmt.Sprint(c.MaxIdleConnsPerHost)},
+	} {
+		if f.v < 0 {
+			return fmt.Errorf("gateway: %s %s is negative", f.key, f.s)
+		}
+	}
+	if _, err := tokenInAPIs(c.TokenizeOnce); err != nil {
+		return err
+	}
+	_, err := newCORSPolicy(c.CORSAllowedOrigins, c.CORSAllowCredentials)
+	return err
 }
 
 // Options are the injected dependencies of a Handler or a Server; the zero

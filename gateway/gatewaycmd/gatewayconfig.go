@@ -99,7 +99,8 @@ type gatewayConfig struct {
 	PeerLoadFromMetrics bool `json:"peerLoadFromMetrics"`
 }
 
-// validate rejects negative values, which have no meaning.
+// validate rejects negative values, which have no meaning, and what the
+// gateway would refuse when it starts (gateway.Config.Validate).
 func (g gatewayConfig) validate() error {
 	for _, f := range []struct {
 		name string
@@ -116,6 +117,12 @@ func (g gatewayConfig) validate() error {
 		if f.v < 0 {
 			return fmt.Errorf("%s.%s: %s is negative", gatewaySection, f.name, f.s)
 		}
+	}
+	// The gateway's own checks of these keys, which it makes again when it
+	// starts; their errors name the key ("gateway: tokenizeOnce ...").
+	proxy := gateway.Config{TokenizeOnce: g.TokenizeOnce, CORSAllowedOrigins: g.CORSAllowedOrigins, CORSAllowCredentials: g.CORSAllowCredentials}
+	if err := proxy.Validate(); err != nil {
+		return err
 	}
 	if g.Admission != nil {
 		if err := g.Admission.Validate(); err != nil {

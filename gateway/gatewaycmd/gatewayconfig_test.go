@@ -203,3 +203,21 @@ func TestCORSFromTheConfigFile(t *testing.T) {
 	require.Equal(t, []string{"https://app.example"}, o.server.Proxy.CORSAllowedOrigins)
 	require.True(t, o.server.Proxy.CORSAllowCredentials)
 }
+
+// The gateway's own checks of tokenizeOnce and the CORS keys refuse the
+// configuration file when it is read, with the error the gateway gives
+// when it starts, naming the key.
+func TestConfigFileRefusesWhatTheGatewayWouldRefuse(t *testing.T) {
+	for _, tc := range []struct{ content, want string }{
+		{"gateway:\n  tokenizeOnce: [chat_completions]\n", `gateway: tokenizeOnce cannot include "chat_completions"`},
+		{"gateway:\n  tokenizeOnce: [completion]\n", `gateway: tokenizeOnce names unknown API "completion"`},
+		{"gateway:\n  corsAllowedOrigins: [\"app.example\"]\n", `gateway: corsAllowedOrigins: "app.example" is not "*" or an origin`},
+		{"gateway:\n  corsAllowedOrigins: [\"https://app.example/path\"]\n", `gateway: corsAllowedOrigins: "https://app.example/path"`},
+		{"gateway:\n  corsAllowCredentials: true\n", "gateway: corsAllowCredentials needs corsAllowedOrigins"},
+	} {
+		_, _, _, err := loadConfigFile(writeFile(t, "c.yaml", "model: m\n"+tc.content), false)
+		require.ErrorContains(t, err, tc.want, tc.content)
+		_, err = parseFlags([]string{"--config", writeFile(t, "c.yaml", "model: m\n"+tc.content), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+		require.ErrorContains(t, err, tc.want, tc.content)
+	}
+}
