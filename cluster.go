@@ -52,11 +52,11 @@ func endpointIDs(eps map[string]Endpoint) []string {
 	return ids
 }
 
-// validateCluster checks a configured cluster section.
+// validateCluster checks the cluster section, with its defaults, whether
+// Addrs is set or not: nothing of it runs without Addrs, but a mistake in
+// its other keys is reported when the configuration is read, not first
+// when an operator adds the addresses.
 func validateCluster(c cluster.Config) error {
-	if !c.Enabled() {
-		return nil
-	}
 	return c.WithDefaults().Validate()
 }
 

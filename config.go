@@ -149,7 +149,9 @@ type Config struct {
 
 	// Cluster makes the router one of several active-active replicas sharing
 	// in-flight load, routing decisions and membership through Redis; off
-	// (nothing of it runs) while Cluster.Addrs is empty.
+	// (nothing of it runs) while Cluster.Addrs is empty. Its other keys are
+	// validated all the same, so that a mistake in them is reported before
+	// the addresses are added.
 	Cluster cluster.Config `json:"cluster"`
 	// Accuracy configures the closed loop on the index's accuracy (fed by
 	// Decision.Done with the engine's cached tokens; see package accuracy).
