@@ -14,7 +14,8 @@ import (
 
 // Config configures a Replica. The zero value has no Addrs and means "no
 // cluster": the root Router then runs nothing of this package. Durations are
-// Go duration strings in JSON ("250ms", "3s").
+// Go duration strings in JSON ("250ms", "3s"), each at most 87600h (ten
+// years).
 type Config struct {
 	// Addrs are the Redis (or Valkey) servers, "host:port" (a port of
 	// 1-65535; an IPv6 host in brackets). One address is a
@@ -141,6 +142,11 @@ const (
 	maxQueuedKeys = 1 << 26
 	// maxPeersCap bounds MaxPeers.
 	maxPeersCap = 1 << 16
+	// maxDuration bounds every duration setting: ten years, far past any
+	// useful period or timeout, and small enough that the sums the replica
+	// makes of them (StalenessBound, 2 × Lease) cannot overflow
+	// time.Duration into a negative or small value.
+	maxDuration = 10 * 365 * 24 * time.Hour
 )
 
 // ErrInvalidConfig is wrapped by every configuration error of this package.
@@ -210,6 +216,17 @@ func (c Config) Validate() error {
 	}{{"refreshPeriod", c.RefreshPeriod}, {"readPeriod", c.ReadPeriod}, {"opTimeout", c.OpTimeout}} {
 		if d.v <= 0 {
 			return bad("%s %v must be positive", d.key, d.v)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{
+		{"lease", c.Lease}, {"refreshPeriod", c.RefreshPeriod}, {"readPeriod", c.ReadPeriod},
+		{"opTimeout", c.OpTimeout}, {"publishInterval", c.PublishInterval},
+	} {
+		if d.v > maxDuration {
+			return bad("%s %v is over %v", d.key, d.v, maxDuration)
 		}
 	}
 	if c.Lease < 2*c.RefreshPeriod {

@@ -36,6 +36,11 @@ const (
 	MaxCardFieldBytes = 1024
 	// maxPollBodyBytes bounds the /v1/models answer read from an engine.
 	maxPollBodyBytes = 1 << 20
+	// maxPollDuration bounds PollConfig.Interval and Timeout: ten years,
+	// far past any useful setting, and small enough that the poller's
+	// 2 × Interval (its connections' idle timeout) cannot overflow
+	// time.Duration into a negative value.
+	maxPollDuration = 10 * 365 * 24 * time.Hour
 )
 
 // Config is the models block of a gateway's configuration: where each
@@ -78,6 +83,7 @@ type PollConfig struct {
 	// Label names get the models their /v1/models lists.
 	Enabled bool `json:"enabled,omitempty"`
 	// Interval between two polls of the fleet; default DefaultPollInterval.
+	// At most 87600h (ten years), as Timeout.
 	Interval time.Duration `json:"interval,omitempty"`
 	// Timeout of one endpoint's call; default DefaultPollTimeout.
 	Timeout time.Duration `json:"timeout,omitempty"`
@@ -107,13 +113,18 @@ type Target struct {
 	Weight int `json:"weight,omitempty"`
 }
 
-// validate reports PollConfig's first negative setting by its key.
+// validate reports PollConfig's first negative or overlong setting by its
+// key.
 func (c PollConfig) validate() error {
 	switch {
 	case c.Interval < 0:
 		return fmt.Errorf("poll.interval %v is negative", c.Interval)
+	case c.Interval > maxPollDuration:
+		return fmt.Errorf("poll.interval %v is over %v", c.Interval, maxPollDuration)
 	case c.Timeout < 0:
 		return fmt.Errorf("poll.timeout %v is negative", c.Timeout)
+	case c.Timeout > maxPollDuration:
+		return fmt.Errorf("poll.timeout %v is over %v", c.Timeout, maxPollDuration)
 	case c.MaxModels < 0:
 		return fmt.Errorf("poll.maxModels %d is negative", c.MaxModels)
 	}

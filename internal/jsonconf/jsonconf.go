@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"reflect"
 	"strconv"
 	"strings"
@@ -300,6 +301,9 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 		switch x := v.(type) {
 		case string:
 			d, err := time.ParseDuration(x)
+			if err != nil && durationSyntax(x) {
+				return nil, &Error{Path: path, Msg: fmt.Sprintf("duration %q is out of range: at most %v (about 292 years)", x, time.Duration(math.MaxInt64))}
+			}
 			if err != nil {
 				return nil, &Error{Path: path, Msg: fmt.Sprintf("invalid duration %q: a duration is a Go duration string such as \"2s\", \"250ms\" or \"1m30s\"", x)}
 			}
@@ -402,6 +406,37 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// durationSyntax reports whether s is written as time.ParseDuration reads
+// a duration (an optional sign, then numbers each with a unit), so that a
+// string of that form it refuses is one out of time.Duration's range, not
+// a malformed one.
+func durationSyntax(s string) bool {
+	if s != "" && (s[0] == '+' || s[0] == '-') {
+		s = s[1:]
+	}
+	if s == "" {
+		return false
+	}
+	for s != "" {
+		i := strings.IndexFunc(s, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+		if i <= 0 || s[:i] == "." || strings.Count(s[:i], ".") > 1 {
+			return false
+		}
+		s = s[i:]
+		unit := false
+		for _, u := range []string{"ns", "us", "µs", "μs", "ms", "s", "m", "h"} {
+			if rest, ok := strings.CutPrefix(s, u); ok {
+				s, unit = rest, true
+				break
+			}
+		}
+		if !unit {
+			return false
+		}
+	}
+	return true
 }
 
 // fits reports whether n decodes into a value of the numeric type t as

@@ -66,6 +66,38 @@ func TestDurationsAtEveryDepth(t *testing.T) {
 	require.True(t, o.Self.Seen)
 }
 
+// A duration past time.Duration's range (about 292 years) is refused as
+// out of range, naming its key, not wrapped to another value nor called
+// malformed; a malformed one is still called invalid.
+func TestDurationOutOfRangeNamesTheKey(t *testing.T) {
+	type cfg struct {
+		Inner struct {
+			TTL time.Duration `json:"ttl"`
+		} `json:"inner"`
+	}
+	for in, want := range map[string]string{
+		`"2562047h47m16.854775807s"`: "",
+		`"-2562047h"`:                "",
+		`"2562048h"`:                 `inner.ttl: duration "2562048h" is out of range: at most 2562047h47m16.854775807s`,
+		`"9223372037s"`:              `inner.ttl: duration "9223372037s" is out of range`,
+		`"-9999999999h"`:             `inner.ttl: duration "-9999999999h" is out of range`,
+		`"1e30s"`:                    `inner.ttl: invalid duration "1e30s"`,
+		`"--5s"`:                     `inner.ttl: invalid duration "--5s"`,
+		`"5"`:                        `inner.ttl: invalid duration "5"`,
+		`".s"`:                       `inner.ttl: invalid duration ".s"`,
+		`"1..5s"`:                    `inner.ttl: invalid duration "1..5s"`,
+		`"99999999999999999999999d"`: `inner.ttl: invalid duration`,
+	} {
+		var c cfg
+		err := Unmarshal([]byte(`{"inner":{"ttl":`+in+`}}`), &c)
+		if want == "" {
+			require.NoError(t, err, in)
+			continue
+		}
+		require.ErrorContains(t, err, want, in)
+	}
+}
+
 func TestBareNumberIsAnErrorNamingTheKey(t *testing.T) {
 	for in, path := range map[string]string{
 		`{"inner":{"ttl":2000}}`:            "inner.ttl",
