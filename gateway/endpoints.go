@@ -14,6 +14,7 @@ import (
 	"github.com/kvroute/kvroute/internal/endpointid"
 	"github.com/kvroute/kvroute/internal/jsonconf"
 	"github.com/kvroute/kvroute/internal/labelselector"
+	"github.com/kvroute/kvroute/internal/zmqx"
 )
 
 // ErrInvalidEndpoints is wrapped by every error of ParseEndpoints and
@@ -42,8 +43,10 @@ func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
 // LoadEndpoints decodes an endpoints file: a JSON array of objects with
 // "id" (ip:port, required), "address" (base URL, default "http://"+id) and
 // "labels" (string map, matched by the events selector; each key and value
-// must be one Kubernetes would take on a pod), and "role"
-// (prefill, decode or both; see package disagg). The file is read by the
+// must be one Kubernetes would take on a pod), "role"
+// (prefill, decode or both; see package disagg), and the KV-event sockets:
+// "eventsAddress", "replayAddress" and "snapshotAddress" (tcp://host:port)
+// and "rank" (the data-parallel rank, 0 to 65535). The file is read by the
 // rules of every kvroute configuration, so that a mistyped file fails
 // instead of routing to a different fleet: a key must be exactly a field's
 // JSON name ("ID" is an unknown key, not "id"), an unknown or repeated key is
@@ -67,7 +70,11 @@ func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
 // host:port with a numeric port, at most endpointid.MaxBytes of UTF-8 (an
 // ID is a label value of the per-endpoint metrics) and unique, that labels
 // are Kubernetes label keys and values, and that addresses are http(s) base
-// URLs. An ID over the bound is named by its entry's index and shown cut.
+// URLs, that a rank is a data-parallel rank (0 to 65535: it offsets a
+// port) and that the socket addresses (eventsAddress, replayAddress,
+// snapshotAddress) are tcp://host:port, so that a mistake in a file is
+// reported when it is loaded rather than when the router subscribes. An ID
+// over the bound is named by its entry's index and shown cut.
 func validateEndpoints(eps []kvroute.Endpoint) error {
 	if len(eps) == 0 {
 		return fmt.Errorf("%w: no endpoints", ErrInvalidEndpoints)
@@ -99,6 +106,31 @@ func validateEndpoints(eps []kvroute.Endpoint) error {
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 				return fmt.Errorf("%w: endpoint %s: address %q is not an http(s) base URL", ErrInvalidEndpoints, e.ID, e.Address)
 			}
+		}
+		if err := checkSockets(e); err != nil {
+			return fmt.Errorf("%w: endpoint %s: %w", ErrInvalidEndpoints, e.ID, err)
+		}
+	}
+	return nil
+}
+
+// maxRank bounds an endpoint's rank: vLLM adds it to a TCP port.
+const maxRank = 65535
+
+// checkSockets checks e's rank and its KV-event socket addresses as the
+// router does when it subscribes (Router.SetEndpoints), naming the key.
+func checkSockets(e kvroute.Endpoint) error {
+	if e.Rank < 0 || e.Rank > maxRank {
+		return fmt.Errorf("rank %d not in [0, %d]", e.Rank, maxRank)
+	}
+	for _, a := range []struct{ key, addr string }{
+		{"eventsAddress", e.EventsAddress}, {"replayAddress", e.ReplayAddress}, {"snapshotAddress", e.SnapshotAddress},
+	} {
+		if a.addr == "" {
+			continue
+		}
+		if _, err := zmqx.Endpoint(a.addr); err != nil {
+			return fmt.Errorf("%s: %w", a.key, err)
 		}
 	}
 	return nil

@@ -117,3 +117,27 @@ func TestLoadEndpointsIDBound(t *testing.T) {
 	require.ErrorIs(t, err, ErrInvalidEndpoints)
 	require.ErrorContains(t, err, "[1]: endpoint id")
 }
+
+// TestLoadEndpointsSockets: an entry's rank and KV-event socket addresses
+// are checked when the file is loaded, as the router checks them when it
+// subscribes, with an error naming the entry and the key.
+func TestLoadEndpointsSockets(t *testing.T) {
+	eps, err := LoadEndpoints(strings.NewReader(`[{"id":"10.0.0.7:8000","rank":3,"eventsAddress":"tcp://10.0.0.7:6001",
+		"replayAddress":"tcp://10.0.0.7:6002","snapshotAddress":"10.0.0.7:6003"},{"id":"10.0.0.8:8000","rank":65535}]`))
+	require.NoError(t, err)
+	require.Equal(t, 3, eps[0].Rank)
+	require.Equal(t, "tcp://10.0.0.7:6001", eps[0].EventsAddress)
+	for name, tc := range map[string]struct{ doc, want string }{
+		"negative rank":    {`[{"id":"h:1"},{"id":"h:2","rank":-1}]`, "endpoint h:2: rank -1 not in [0, 65535]"},
+		"rank past a port": {`[{"id":"h:1","rank":65536}]`, "endpoint h:1: rank 65536 not in [0, 65535]"},
+		"events scheme":    {`[{"id":"h:1","eventsAddress":"ipc:///tmp/kv"}]`, `endpoint h:1: eventsAddress: zmqx: unsupported scheme "ipc"`},
+		"events no port":   {`[{"id":"h:1","eventsAddress":"tcp://10.0.0.7"}]`, `endpoint h:1: eventsAddress: zmqx: bad address "tcp://10.0.0.7"`},
+		"events big port":  {`[{"id":"h:1","eventsAddress":"tcp://10.0.0.7:70000"}]`, `endpoint h:1: eventsAddress: zmqx: bad address "tcp://10.0.0.7:70000": port "70000"`},
+		"replay address":   {`[{"id":"h:1","replayAddress":"tcp://x:y"}]`, `endpoint h:1: replayAddress: zmqx: bad address "tcp://x:y"`},
+		"snapshot address": {`[{"id":"h:1","snapshotAddress":"udp://x:1"}]`, `endpoint h:1: snapshotAddress: zmqx: unsupported scheme "udp"`},
+	} {
+		_, err := LoadEndpoints(strings.NewReader(tc.doc))
+		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
+		require.ErrorContains(t, err, tc.want, name)
+	}
+}
