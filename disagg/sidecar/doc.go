@@ -98,7 +98,9 @@
 // at all: vLLM decodes the generated text as the tool call's JSON input,
 // which one token is not, and answers such a prefill 500. Nor is a
 // request whose copies find no room in the Handler's budget of body bytes
-// in flight (ReasonBodyBudget). Each fallback is counted by
+// in flight (ReasonBodyBudget), unless its target was unusable anyway: a
+// bad or refused target is counted as such whatever the budget. Each
+// fallback is counted by
 // reason (Reasons) in kvroute_sidecar_prefill_fallbacks_total. A failure of
 // the transfer itself (blocks gone from the prefiller) is the decoder's to
 // handle: vLLM's kv_load_failure_policy "recompute" (the default)

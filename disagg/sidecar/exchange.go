@@ -137,10 +137,17 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	if path == "" || path[0] != '/' {
 		path = "/" + path
 	}
+	// A target the prefill step cannot use falls back by that reason,
+	// whether or not the budget has room for the copies below: it would
+	// fall back without them.
+	reason, why := x.unusableTarget(hostPort)
 	// The members' raw values are copies of theirs in body, together
 	// never longer than it.
 	if err := c.take(copyMembers, len(body)); err != nil {
-		return x.noRoom(res, body, false)
+		if reason != "" {
+			return x.noRoom(res, body, false, reason, why)
+		}
+		return x.noRoom(res, body, false, ReasonBodyBudget, errNoCopyRoom)
 	}
 	defer c.release(copyMembers)
 	parsed, err := parseObject(body)
@@ -151,11 +158,8 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	if res.LocalBody, err = localBody(parsed, body, c.reserve(copyLocal)); err != nil {
 		return res, err
 	}
-	if !ValidTarget(hostPort) {
-		return x.fallback(res, ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))), nil
-	}
-	if x.allow != nil && !x.allow(hostPort) {
-		return x.fallback(res, ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)), nil
+	if reason != "" {
+		return x.fallback(res, reason, why), nil
 	}
 	if path == MessagesPath && forcesNamedTool(parsed) {
 		return x.fallback(res, ReasonForcedTool, errors.New("a Messages request forcing a named tool: vLLM fails its one-token prefill")), nil
@@ -168,7 +172,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	if err != nil {
 		if errors.Is(err, bytebudget.ErrNoRoom) {
 			c.release(copyPrefill)
-			return x.noRoom(res, body, true)
+			return x.noRoom(res, body, true, ReasonBodyBudget, errNoCopyRoom)
 		}
 		return res, err
 	}
@@ -191,7 +195,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	dbody, err := decodeBody(parsed, params, c.moveTo(copyPrefill, copyDecode))
 	if errors.Is(err, bytebudget.ErrNoRoom) {
 		c.release(copyDecode)
-		return x.noRoom(res, body, true)
+		return x.noRoom(res, body, true, ReasonBodyBudget, errNoCopyRoom)
 	}
 	if err != nil {
 		return res, err
@@ -201,12 +205,30 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	return res, nil
 }
 
-// noRoom gives the prefill step up for want of room, in the budget
-// prefillText charges, for a copy of body (a UTF-8 JSON object): the
-// decoder gets res.LocalBody (local: made already), or, before the body
-// was parsed, body itself, unless it carries kv_transfer_params of its
-// own, which only a copy could drop (bytebudget.ErrNoRoom then).
-func (x *Exchange) noRoom(res Result, body []byte, local bool) (Result, error) {
+// unusableTarget returns the fallback reason and its cause when the
+// prefill step cannot use hostPort (ReasonBadTarget, ReasonNotAllowed),
+// "" when it can.
+func (x *Exchange) unusableTarget(hostPort string) (reason string, why error) {
+	if !ValidTarget(hostPort) {
+		return ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))
+	}
+	if x.allow != nil && !x.allow(hostPort) {
+		return ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)
+	}
+	return "", nil
+}
+
+// errNoCopyRoom is the cause of a ReasonBodyBudget fallback.
+var errNoCopyRoom = errors.New("no room in the budget of body bytes in flight for the copies a split makes")
+
+// noRoom gives the prefill step up, by reason (ReasonBodyBudget, or the
+// target's own reason when it was unusable anyway), when the budget
+// prefillText charges has no room for a copy of body (a UTF-8 JSON
+// object): the decoder gets res.LocalBody (local: made already), or,
+// before the body was parsed, body itself, unless it carries
+// kv_transfer_params of its own, which only a copy could drop
+// (bytebudget.ErrNoRoom then).
+func (x *Exchange) noRoom(res Result, body []byte, local bool, reason string, why error) (Result, error) {
 	if !local {
 		var v [1][]byte
 		if err := jsonscan.Members(body, transferParamsMember, v[:]); err != nil {
@@ -217,7 +239,7 @@ func (x *Exchange) noRoom(res Result, body []byte, local bool) (Result, error) {
 		}
 		res.LocalBody = body
 	}
-	return x.fallback(res, ReasonBodyBudget, errors.New("no room in the budget of body bytes in flight for the copies a split makes")), nil
+	return x.fallback(res, reason, why), nil
 }
 
 // fallback gives the prefill step up: the decoder gets res.LocalBody, the

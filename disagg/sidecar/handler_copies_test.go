@@ -5,14 +5,17 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
 )
 
 // The copies a split makes of a client body are charged to
@@ -143,4 +146,47 @@ func TestSidecarRefusesASplitWithoutRoomForItsLocalBody(t *testing.T) {
 	require.Zero(t, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonBodyBudget))
 	released := func() bool { return h.budget.InUse() == 0 }
 	require.Eventually(t, released, 20*time.Second, time.Millisecond, "the refused split holds nothing")
+}
+
+// A split naming a prefiller the prefill step cannot use (a malformed
+// x-prefiller-host-port, or one AllowTarget refuses) falls back by that
+// reason whatever the budget: with room for its copies, without room for
+// the parsed members (a body over half the budget) or without room for
+// the prefill body (over a third). Before, the one without room for the
+// members was counted as body_budget, hiding the bad target.
+func TestSidecarCountsAnUnusableTargetWhateverTheBudget(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // runs after every other cleanup
+	decGot := make(chan []byte, 1)
+	decoder := fakePrefiller(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		decGot <- b
+	})
+	const refused = "203.0.113.9:8000"
+	reg := prometheus.NewRegistry()
+	h, err := NewHandler(Config{DecoderURL: "http://" + decoder, MaxBodyBytes: 100 << 10, MaxBodyBytesInFlight: 100 << 10},
+		Options{Set: telemetry.Set{Registerer: reg}, AllowTarget: func(hostPort string) bool { return hostPort != refused }})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); h.Close() })
+	url := srv.URL
+	released := func() bool { return h.budget.InUse() == 0 }
+	want := map[string]float64{}
+	for _, tc := range []struct{ target, reason string }{
+		{"no-port", ReasonBadTarget},
+		{"10.0.0.7:99999", ReasonBadTarget},
+		{refused, ReasonNotAllowed},
+	} {
+		for _, size := range []int{1 << 10, 40 << 10, 60 << 10} {
+			raw, err := json.Marshal(chat(strings.Repeat("x", size), 1, false))
+			require.NoError(t, err)
+			code, _, b := send(t, url+"/v1/chat/completions", tc.target, raw)
+			require.Equal(t, http.StatusOK, code, string(b))
+			require.Equal(t, string(raw), string(<-decGot), "the body as it came")
+			want[tc.reason]++
+			require.Equal(t, want[tc.reason], counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", tc.reason), "%s, %d bytes", tc.target, size)
+			require.Zero(t, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonBodyBudget), "%s, %d bytes", tc.target, size)
+			require.Eventually(t, released, 20*time.Second, time.Millisecond, "the split holds nothing after")
+		}
+	}
+	require.Zero(t, counter(t, reg, "kvroute_sidecar_refused_requests_total", "reason", refusedBodyBudget))
 }
