@@ -1,7 +1,6 @@
 package simengine
 
 import (
-	"container/list"
 	"fmt"
 	"slices"
 )
@@ -29,9 +28,17 @@ import (
 // a group numbered before full attention go out before the full-attention
 // store of the same blocks, in the same batch.
 //
-// Simplifications: one group per kind (vLLM splits a kind with n times
-// as many layers as another into n groups, so Gemma 3's 5:1 layout has
-// five sliding-window groups), the window and Mamba caches do not pin the blocks of
+// Several window groups: vLLM splits a kind with n times as many layers
+// as another into n groups of equal layer count, numbered one after the
+// other (Gemma 3's five window layers per full-attention one make five
+// window groups, 0 to 4, and full attention 5). HybridConfig.WindowGroups
+// models that: each window group publishes its own stores and removals,
+// and a prefix is reused only when every one of them holds its window.
+// The window groups share one cache of WindowGroups × WindowBlocks blocks,
+// as vLLM's groups share one block pool, so one may lose a block the
+// others still hold.
+//
+// Simplifications: one Mamba group, the window and Mamba caches do not pin the blocks of
 // running requests (vLLM frees a sliding-window group's blocks that fall
 // out of the window early, which this approximates with a small capacity),
 // and a Mamba state is kept at every block end (vLLM's "all" cache mode).
@@ -60,12 +67,18 @@ const (
 
 // HybridConfig enables the hybrid-attention mode (Config.Hybrid).
 type HybridConfig struct {
-	// SlidingWindow is the sliding window in tokens of the window group.
+	// SlidingWindow is the sliding window in tokens of the window groups.
 	// Required (> 1).
 	SlidingWindow int `json:"slidingWindow"`
-	// WindowBlocks is the window group's capacity in blocks (default
-	// NumGPUBlocks/4).
+	// WindowBlocks is a window group's capacity in blocks (default
+	// NumGPUBlocks/4); the window groups share a cache of WindowGroups ×
+	// WindowBlocks blocks.
 	WindowBlocks int `json:"windowBlocks"`
+	// WindowGroups is how many sliding-window KV-cache groups the model
+	// has (default 1, at most 64): vLLM gives a model with n window layers
+	// per full-attention layer n window groups (Gemma 3: 5), each
+	// publishing its own group_idx.
+	WindowGroups int `json:"windowGroups"`
 	// Mamba adds a Mamba group.
 	Mamba bool `json:"mamba"`
 	// MambaStates is the Mamba group's capacity in states (default
@@ -90,6 +103,9 @@ func (h HybridConfig) withDefaults(numBlocks int) (HybridConfig, error) {
 	if h.GroupOrder == "" {
 		h.GroupOrder = OrderFullFirst
 	}
+	if h.WindowGroups == 0 {
+		h.WindowGroups = 1
+	}
 	switch {
 	case h.GroupOrder != OrderFullFirst && h.GroupOrder != OrderWindowFirst && h.GroupOrder != OrderMambaFirst:
 		return h, fmt.Errorf("%w: hybrid.groupOrder %q is not %q, %q or %q", ErrBadConfig, h.GroupOrder, OrderFullFirst, OrderWindowFirst, OrderMambaFirst)
@@ -99,81 +115,14 @@ func (h HybridConfig) withDefaults(numBlocks int) (HybridConfig, error) {
 		return h, fmt.Errorf("%w: hybrid.slidingWindow %d not in [2, 16777216]", ErrBadConfig, h.SlidingWindow)
 	case h.WindowBlocks < 1 || h.WindowBlocks > 1<<24:
 		return h, fmt.Errorf("%w: hybrid.windowBlocks %d not in [1, 16777216]", ErrBadConfig, h.WindowBlocks)
+	case h.WindowGroups < 1 || h.WindowGroups > maxWindowGroups:
+		return h, fmt.Errorf("%w: hybrid.windowGroups %d not in [1, %d]", ErrBadConfig, h.WindowGroups, maxWindowGroups)
+	case h.WindowGroups*h.WindowBlocks > 1<<24:
+		return h, fmt.Errorf("%w: hybrid.windowGroups × windowBlocks %d over 16777216", ErrBadConfig, h.WindowGroups*h.WindowBlocks)
 	case h.MambaStates < 1 || h.MambaStates > 1<<24:
 		return h, fmt.Errorf("%w: hybrid.mambaStates %d not in [1, 16777216]", ErrBadConfig, h.MambaStates)
 	}
 	return h, nil
-}
-
-// lruSet is one non-prefix group's cache: digests, least recently used first.
-type lruSet struct {
-	group int
-	kind  string
-	cap   int
-	order *list.List // of Digest
-	at    map[Digest]*list.Element
-}
-
-func newLRUSet(group int, kind string, n int) *lruSet {
-	return &lruSet{group: group, kind: kind, cap: n, order: list.New(), at: make(map[Digest]*list.Element)}
-}
-
-func (l *lruSet) has(d Digest) bool { _, ok := l.at[d]; return ok }
-
-func (l *lruSet) touch(d Digest) {
-	if el, ok := l.at[d]; ok {
-		l.order.MoveToBack(el)
-	}
-}
-
-// add inserts d (reporting false when it was there, then only touched) and
-// appends the digests it evicted to evicted.
-func (l *lruSet) add(d Digest, evicted []Digest) ([]Digest, bool) {
-	if el, ok := l.at[d]; ok {
-		l.order.MoveToBack(el)
-		return evicted, false
-	}
-	for l.order.Len() >= l.cap {
-		old := l.order.Remove(l.order.Front()).(Digest)
-		delete(l.at, old)
-		evicted = append(evicted, old)
-	}
-	l.at[d] = l.order.PushBack(d)
-	return evicted, true
-}
-
-func (l *lruSet) reset() {
-	l.order.Init()
-	clear(l.at)
-}
-
-// hybrid is the engine's hybrid-mode state (nil without Config.Hybrid).
-type hybrid struct {
-	window int
-	full   int       // the full-attention group's index
-	groups []*lruSet // the window and Mamba groups, by index
-	swa    *lruSet
-	mamba  *lruSet // nil without a Mamba group
-	ev     []Digest
-	added  []int // indices of the blocks a group added since its last store
-}
-
-func newHybrid(h *HybridConfig) *hybrid {
-	swa, full, mamba := 1, 0, 2
-	switch h.GroupOrder {
-	case OrderWindowFirst:
-		swa, full = 0, 1
-	case OrderMambaFirst:
-		mamba, full, swa = 0, 1, 2
-	}
-	hy := &hybrid{window: h.SlidingWindow, full: full, swa: newLRUSet(swa, KindSlidingWindow, h.WindowBlocks)}
-	hy.groups = append(hy.groups, hy.swa)
-	if h.Mamba {
-		hy.mamba = newLRUSet(mamba, KindMamba, h.MambaStates)
-		hy.groups = append(hy.groups, hy.mamba)
-	}
-	slices.SortFunc(hy.groups, func(a, b *lruSet) int { return a.group - b.group })
-	return hy
 }
 
 // fullGroupLocked is the full-attention group's group_idx: 0 without the
@@ -184,6 +133,9 @@ func (e *Engine) fullGroupLocked() int {
 	}
 	return e.hy.full
 }
+
+// maxWindowGroups bounds HybridConfig.WindowGroups.
+const maxWindowGroups = 64
 
 // windowBlocks is how many blocks before a prefix end the window group must
 // hold: ⌈(W−1)/B⌉.
@@ -197,9 +149,11 @@ func (hy *hybrid) allows(hashes []Digest, L, bs int) bool {
 	if hy.mamba != nil && !hy.mamba.has(hashes[L-1]) {
 		return false
 	}
-	for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
-		if !hy.swa.has(hashes[j]) {
-			return false
+	for _, g := range hy.swa {
+		for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
+			if !g.has(hashes[j]) {
+				return false
+			}
 		}
 	}
 	return true
@@ -213,13 +167,6 @@ func (hy *hybrid) usable(hashes []Digest, n, bs int) int {
 		}
 	}
 	return 0
-}
-
-func (hy *hybrid) reset() {
-	hy.swa.reset()
-	if hy.mamba != nil {
-		hy.mamba.reset()
-	}
 }
 
 // hybridHitLocked limits a request's full-attention hit to the prefix every
@@ -238,8 +185,10 @@ func (e *Engine) hybridTouchLocked(s *seq, L int) {
 	if L == 0 {
 		return
 	}
-	for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
-		hy.swa.touch(s.hashes[j])
+	for _, g := range hy.swa {
+		for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
+			g.touch(s.hashes[j])
+		}
 	}
 	if hy.mamba != nil {
 		hy.mamba.touch(s.hashes[L-1])
@@ -263,16 +212,18 @@ func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
 		hy.added = hy.added[:0]
 		for i := from; i < full; i++ {
 			var fresh bool
-			hy.ev, fresh = g.add(s.hashes[i], hy.ev[:0])
+			hy.ev, fresh = g.set.add(gkey{g.group, s.hashes[i]}, hy.ev[:0])
 			if e.cfg.Sink != nil {
-				for _, d := range hy.ev {
-					// The group evicts least recently used first, so a block
-					// this store added goes before every later one: if any
-					// queued-to-store block is evicted, it is the first.
-					if len(hy.added) > 0 && s.hashes[hy.added[0]] == d {
+				for _, k := range hy.ev {
+					// The cache evicts least recently used first, so a block
+					// this store added goes before every later one of g: if
+					// any queued-to-store block is evicted, it is the first.
+					// An evicted block of another group sharing the cache
+					// had its store queued already.
+					if len(hy.added) > 0 && k.group == g.group && s.hashes[hy.added[0]] == k.d {
 						e.queueGroupStoreLocked(s, g)
 					}
-					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{d.U64()}, Medium: MediumGPU, GroupIdx: g.group})
+					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{k.d.U64()}, Medium: MediumGPU, GroupIdx: k.group})
 				}
 			}
 			if fresh {
@@ -291,7 +242,7 @@ func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
 // block hash, its blocks' token IDs and extra keys; blocks the group held
 // already are not stored again, so each run of consecutive added blocks
 // is a store of its own.
-func (e *Engine) queueGroupStoreLocked(s *seq, g *lruSet) {
+func (e *Engine) queueGroupStoreLocked(s *seq, g *cacheGroup) {
 	hy, bs := e.hy, e.cfg.BlockSize
 	for added := hy.added; len(added) > 0; {
 		run := 1
@@ -307,7 +258,7 @@ func (e *Engine) queueGroupStoreLocked(s *seq, g *lruSet) {
 		if from > 0 {
 			st.ParentHash, st.HasParent = s.hashes[from-1].U64(), true
 		}
-		if g == hy.swa {
+		if g.kind == KindSlidingWindow {
 			st.SlidingWindow = hy.window
 		}
 		for i := from; i < to; i++ {

@@ -43,7 +43,7 @@ func TestHybridGroupOrderNumbersGroupsByFirstLayer(t *testing.T) {
 				requireStoresInGroupOrder(t, events, full)
 				all = append(all, events...)
 				res := groupResidency(all)
-				require.Equal(t, held(e.hy.swa), res[tc.want[KindSlidingWindow]], "request %d: sliding-window group", i)
+				require.Equal(t, held(e.hy.swa[0]), res[tc.want[KindSlidingWindow]], "request %d: sliding-window group", i)
 				require.Equal(t, held(e.hy.mamba), res[tc.want[KindMamba]], "request %d: Mamba group", i)
 				require.Equal(t, groupResidency(baseAll)[0], res[full], "request %d: full-attention group", i)
 			}

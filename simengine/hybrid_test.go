@@ -38,10 +38,12 @@ func groupResidency(events []Event) map[int]map[uint64]int {
 }
 
 // held returns what a sliding-window or Mamba group holds.
-func held(l *lruSet) map[uint64]int {
+func held(g *cacheGroup) map[uint64]int {
 	out := map[uint64]int{}
-	for d := range l.at {
-		out[d.U64()] = 1
+	for k := range g.set.at {
+		if k.group == g.group {
+			out[k.d.U64()] = 1
+		}
 	}
 	return out
 }
@@ -57,7 +59,7 @@ func TestHybridGroupEventsMatchTheGroups(t *testing.T) {
 		run(t, e, Request{Prompt: seqTokens(1000*(i%3), n+1), MaxTokens: 1})
 		all = append(all, rec.take()...)
 		got := groupResidency(all)
-		require.Equal(t, held(e.hy.swa), got[1], "request %d: sliding-window group", i)
+		require.Equal(t, held(e.hy.swa[0]), got[1], "request %d: sliding-window group", i)
 		require.Equal(t, held(e.hy.mamba), got[2], "request %d: Mamba group", i)
 	}
 }

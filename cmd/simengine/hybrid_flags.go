@@ -11,14 +11,15 @@ import (
 // hybridFlags are the flags of the engine's hybrid-attention mode
 // (simengine.HybridConfig): a sliding window turns it on.
 type hybridFlags struct {
-	window, windowBlocks, mambaStates int
-	mamba                             bool
-	order                             string
+	window, windowBlocks, windowGroups, mambaStates int
+	mamba                                           bool
+	order                                           string
 }
 
 func (h *hybridFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&h.window, "sliding-window", 0, "run a hybrid-attention model: a sliding-window KV-cache group of this window in tokens beside full attention, publishing its own group_idx (0 = a plain full-attention model)")
 	fs.IntVar(&h.windowBlocks, "sliding-window-blocks", 0, "the sliding-window group's capacity in blocks (0 = num-gpu-blocks/4; with --sliding-window)")
+	fs.IntVar(&h.windowGroups, "sliding-window-groups", 0, "how many sliding-window KV-cache groups, each publishing its own group_idx, as vLLM splits a model with n window layers per full-attention layer into n (Gemma 3: 5; 0 = 1; with --sliding-window)")
 	fs.BoolVar(&h.mamba, "mamba", false, "add a Mamba (state-space) KV-cache group (with --sliding-window)")
 	fs.IntVar(&h.mambaStates, "mamba-states", 0, "the Mamba group's capacity in states (0 = num-gpu-blocks/4; with --mamba)")
 	fs.StringVar(&h.order, "kv-cache-group-order", "", fmt.Sprintf("which group_idx each KV-cache group gets, as vLLM numbers them by the model's first layer of each kind: %q (default), %q (Gemma 2 and 3) or %q (Jamba; with --mamba)",
@@ -29,11 +30,11 @@ func (h *hybridFlags) register(fs *flag.FlagSet) {
 // --sliding-window, an error when a hybrid flag is given without it.
 func (h *hybridFlags) config() (*simengine.HybridConfig, error) {
 	if h.window == 0 {
-		if h.windowBlocks != 0 || h.mamba || h.mambaStates != 0 || h.order != "" {
-			return nil, errors.New("--sliding-window-blocks, --mamba, --mamba-states and --kv-cache-group-order need --sliding-window (a hybrid-attention model)")
+		if h.windowBlocks != 0 || h.windowGroups != 0 || h.mamba || h.mambaStates != 0 || h.order != "" {
+			return nil, errors.New("--sliding-window-blocks, --sliding-window-groups, --mamba, --mamba-states and --kv-cache-group-order need --sliding-window (a hybrid-attention model)")
 		}
 		return nil, nil
 	}
-	return &simengine.HybridConfig{SlidingWindow: h.window, WindowBlocks: h.windowBlocks,
+	return &simengine.HybridConfig{SlidingWindow: h.window, WindowBlocks: h.windowBlocks, WindowGroups: h.windowGroups,
 		Mamba: h.mamba, MambaStates: h.mambaStates, GroupOrder: h.order}, nil
 }

@@ -17,4 +17,9 @@ func TestHybridFlags(t *testing.T) {
 	require.Nil(t, o.cfg.Engine.Hybrid)
 	_, err = parseFlags([]string{"--kv-cache-group-order", "window-first"})
 	require.ErrorContains(t, err, "--sliding-window")
+	o, err = parseFlags([]string{"--sliding-window", "1024", "--sliding-window-groups", "5", "--kv-cache-group-order", "window-first"})
+	require.NoError(t, err)
+	require.Equal(t, &simengine.HybridConfig{SlidingWindow: 1024, WindowGroups: 5, GroupOrder: simengine.OrderWindowFirst}, o.cfg.Engine.Hybrid)
+	_, err = parseFlags([]string{"--sliding-window-groups", "5"})
+	require.ErrorContains(t, err, "--sliding-window")
 }
