@@ -57,8 +57,12 @@ func GroupKindOf(kind string) (GroupKind, bool) {
 // recorded (their prefixes are then reported shorter, never longer).
 var ErrGroupFull = errors.New("kvindex: cache group holds its maximum of blocks")
 
-// maxGroupsTracked bounds the non-prefix groups per endpoint.
-const maxGroupsTracked = 8
+// maxGroupsTracked bounds the non-prefix groups per endpoint. vLLM splits
+// a kind with n times as many layers as full attention into n groups
+// (Gemma 3: five sliding-window groups; Granite 4.0-H: nine Mamba groups),
+// so an endpoint may have many of one kind; an endpoint with more than
+// this has its matches cut to nothing (hybridEP.overflow).
+const maxGroupsTracked = 64
 
 // groupSet is one non-prefix group of an endpoint.
 type groupSet struct {
@@ -83,7 +87,10 @@ type hybridEP struct {
 	mu     sync.RWMutex
 	groups []*groupSet
 	dead   bool // cleared and forgotten: writers must look the endpoint up again
-	bytes  atomic.Int64
+	// overflow: a group past maxGroupsTracked was refused, so no prefix
+	// of the endpoint can be checked against all its groups.
+	overflow bool
+	bytes    atomic.Int64
 }
 
 // GroupStore describes the blocks a non-prefix group stored, as the index
@@ -107,7 +114,9 @@ type GroupStore struct {
 // map (never stored, or already evicted) are skipped and counted in
 // unknown. It returns ErrGroupFull when the group is at its bound, and an
 // error for a malformed store (a sliding-window group without a window, a
-// group of another kind than before, a group index outside [0, 254]).
+// group of another kind than before, a group index outside [0, 254], a
+// group past the 64 an endpoint's groups are tracked to, which then cuts
+// the endpoint's matches to nothing).
 func (ix *Index) StoreGroup(endpoint string, g *GroupStore) (unknown int, err error) {
 	if g.Kind == GroupSlidingWindow && g.Window <= 0 || g.Kind != GroupSlidingWindow && g.Kind != GroupMamba ||
 		g.Group < 0 || g.Group > maxGroupIndex {
@@ -156,6 +165,9 @@ func (ix *Index) storeGroupLocked(hy *hybridEP, g *GroupStore, keys []Key) (err 
 	gs := hy.find(int32(g.Group))
 	if gs == nil {
 		if len(hy.groups) >= maxGroupsTracked {
+			// Matching without the group would credit the endpoint with
+			// prefixes it may not serve: its matches are cut to nothing.
+			hy.overflow = true
 			return &StoreError{Reason: ReasonMalformed, Err: ErrMalformed, Skipped: len(g.Hashes)}
 		}
 		gs = &groupSet{group: int32(g.Group), kind: g.Kind, byHash: map[uint64]hashRef{}, held: map[Key]uint32{}}
@@ -274,7 +286,8 @@ func (hy *hybridEP) find(group int32) *groupSet {
 
 // usable returns the longest prefix of at most n blocks of keys that every
 // group allows, counting the blocks spec holds as held by every group
-// (hy.mu read-locked by the caller).
+// (hy.mu read-locked by the caller); 0 for an endpoint with more groups
+// than tracked.
 //
 // A group allows L when it holds the last need blocks before L (fewer when
 // L < need): ⌈(W−1)/R⌉ for a sliding window, 1 for Mamba. The candidates
@@ -285,6 +298,9 @@ func (hy *hybridEP) find(group int32) *groupSet {
 // where trying every L cost up to n × need. A prompt usable whole costs
 // only the windows before n.
 func (hy *hybridEP) usable(keys []Key, n, bs int, spec *specHeld) int {
+	if hy.overflow {
+		return 0
+	}
 	var buf [maxGroupsTracked]int
 	lo := buf[:0]
 	if len(hy.groups) > len(buf) {

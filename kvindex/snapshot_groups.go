@@ -129,7 +129,7 @@ func (l *groupLoader) group(ix *Index, endpoint string, index int32, kind GroupK
 	l.gs = l.hy.find(index)
 	if l.gs == nil {
 		if len(l.hy.groups) >= maxGroupsTracked {
-			return // cannot happen: a section lists at most 8 distinct groups into an endpoint restored empty
+			return // cannot happen: a section lists at most maxGroupsTracked distinct groups into an endpoint restored empty
 		}
 		l.gs = &groupSet{group: index, kind: kind, byHash: map[uint64]hashRef{}, held: map[Key]uint32{}}
 		l.hy.groups = append(l.hy.groups, l.gs)
