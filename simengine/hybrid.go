@@ -199,36 +199,39 @@ func (e *Engine) hybridTouchLocked(s *seq, L int) {
 // groups numbered before the full-attention group (before) or after it,
 // and queues their events in group order, as vLLM caches a step's blocks
 // group by group; before is called ahead of the full-attention store, the
-// others after it. Within a group the events go in the order it changed: a group smaller than the store evicts blocks
-// the same store added, whose store is then queued before their removal
-// (a removal queued first would name a block the subscriber does not hold
-// yet, and leave the later store holding it for good).
+// others after it. Every block is cached anew, as in vLLM every block past
+// a request's hit is a new one, even where the group holds the same block
+// already (the hit was cut short by another group, or another request
+// computed it meanwhile): it is stored again, and evicted on its own.
+// Within a group the events go in the order it changed: a group smaller
+// than the store evicts blocks the same store added, whose store is then
+// queued before their removal (a removal queued first would name a block
+// the subscriber does not hold yet, and leave the later store holding it
+// for good).
 func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
 	for _, g := range e.hy.groups {
 		if (g.group < e.hy.full) != before {
 			continue
 		}
 		hy := e.hy
+		hy.stamp++
 		hy.added = hy.added[:0]
 		for i := from; i < full; i++ {
-			var fresh bool
-			hy.ev, fresh = g.set.add(gkey{g.group, s.hashes[i]}, hy.ev[:0])
+			hy.ev = g.set.add(gkey{g.group, s.hashes[i]}, hy.stamp, hy.ev[:0])
 			if e.cfg.Sink != nil {
-				for _, k := range hy.ev {
-					// The cache evicts least recently used first, so a block
-					// this store added goes before every later one of g: if
-					// any queued-to-store block is evicted, it is the first.
-					// An evicted block of another group sharing the cache
-					// had its store queued already.
-					if len(hy.added) > 0 && k.group == g.group && s.hashes[hy.added[0]] == k.d {
+				for _, old := range hy.ev {
+					// The cache evicts least recently used first, so the
+					// copies this store cached go in caching order: an
+					// evicted one is the first not yet queued. A copy of
+					// another store (of another group sharing the cache,
+					// or before) had its store queued already.
+					if old.stamp == hy.stamp {
 						e.queueGroupStoreLocked(s, g)
 					}
-					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{k.d.U64()}, Medium: MediumGPU, GroupIdx: k.group})
+					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{old.k.d.U64()}, Medium: MediumGPU, GroupIdx: old.k.group})
 				}
 			}
-			if fresh {
-				hy.added = append(hy.added, i)
-			}
+			hy.added = append(hy.added, i)
 		}
 		if e.cfg.Sink != nil {
 			e.queueGroupStoreLocked(s, g)
@@ -239,9 +242,8 @@ func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
 // queueGroupStoreLocked queues the stores of the blocks group g added for
 // s since its last one (hy.added), if any, and empties hy.added. Like
 // vLLM's cache_full_blocks for every group, a store carries its parent
-// block hash, its blocks' token IDs and extra keys; blocks the group held
-// already are not stored again, so each run of consecutive added blocks
-// is a store of its own.
+// block hash, its blocks' token IDs and extra keys; a run of consecutive
+// added blocks is a store of its own.
 func (e *Engine) queueGroupStoreLocked(s *seq, g *cacheGroup) {
 	hy, bs := e.hy, e.cfg.BlockSize
 	for added := hy.added; len(added) > 0; {

@@ -12,42 +12,57 @@ type gkey struct {
 	d     Digest
 }
 
+// lruEntry is one cached copy of a group's block; stamp is the store that
+// cached it (hybrid.stamp).
+type lruEntry struct {
+	k     gkey
+	stamp uint64
+}
+
 // lruSet is the cache of one or more non-prefix groups sharing a
-// capacity: (group, digest) entries, least recently used first. The
-// sliding-window groups share one, as vLLM's groups share one block pool,
-// so that one window group may lose a block the others still hold.
+// capacity: copies of (group, digest) blocks, least recently used first.
+// The sliding-window groups share one, as vLLM's groups share one block
+// pool, so that one window group may lose a block the others still hold.
+// Like vLLM's block pool, it does not de-duplicate: a group that computes
+// a block it holds already caches a second copy, evicted on its own, and
+// a hit touches the copy cached first (BlockPool.get_cached_block).
 type lruSet struct {
 	cap   int
-	order *list.List // of gkey
-	at    map[gkey]*list.Element
+	order *list.List               // of lruEntry
+	at    map[gkey][]*list.Element // the copies of a block, in caching order
 }
 
 func newLRUSet(n int) *lruSet {
-	return &lruSet{cap: n, order: list.New(), at: make(map[gkey]*list.Element)}
+	return &lruSet{cap: n, order: list.New(), at: make(map[gkey][]*list.Element)}
 }
 
-func (l *lruSet) has(k gkey) bool { _, ok := l.at[k]; return ok }
+func (l *lruSet) has(k gkey) bool { return len(l.at[k]) > 0 }
 
 func (l *lruSet) touch(k gkey) {
-	if el, ok := l.at[k]; ok {
-		l.order.MoveToBack(el)
+	if els := l.at[k]; len(els) > 0 {
+		l.order.MoveToBack(els[0])
 	}
 }
 
-// add inserts k (reporting false when it was there, then only touched) and
-// appends the entries it evicted, of any group sharing l, to evicted.
-func (l *lruSet) add(k gkey, evicted []gkey) ([]gkey, bool) {
-	if el, ok := l.at[k]; ok {
-		l.order.MoveToBack(el)
-		return evicted, false
-	}
+// add caches a new copy of k, cached by store stamp, and appends the
+// copies it evicted, of any group sharing l, to evicted.
+func (l *lruSet) add(k gkey, stamp uint64, evicted []lruEntry) []lruEntry {
 	for l.order.Len() >= l.cap {
-		old := l.order.Remove(l.order.Front()).(gkey)
-		delete(l.at, old)
+		el := l.order.Front()
+		old := l.order.Remove(el).(lruEntry)
+		els := l.at[old.k]
+		if i := slices.Index(els, el); i >= 0 {
+			els = slices.Delete(els, i, i+1)
+		}
+		if len(els) == 0 {
+			delete(l.at, old.k)
+		} else {
+			l.at[old.k] = els
+		}
 		evicted = append(evicted, old)
 	}
-	l.at[k] = l.order.PushBack(k)
-	return evicted, true
+	l.at[k] = append(l.at[k], l.order.PushBack(lruEntry{k: k, stamp: stamp}))
+	return evicted
 }
 
 func (l *lruSet) reset() {
@@ -74,8 +89,9 @@ type hybrid struct {
 	swa    []*cacheGroup // the window groups, by index
 	swaSet *lruSet       // the cache the window groups share
 	mamba  *cacheGroup   // nil without a Mamba group
-	ev     []gkey
-	added  []int // indices of the blocks a group added since its last store
+	ev     []lruEntry
+	stamp  uint64 // counts the groups' stores, to tell the copies each cached
+	added  []int  // indices of the blocks a group added since its last store
 }
 
 // newHybrid numbers the groups as vLLM does: it buckets the layers by

@@ -40,9 +40,9 @@ func groupResidency(events []Event) map[int]map[uint64]int {
 // held returns what a sliding-window or Mamba group holds.
 func held(g *cacheGroup) map[uint64]int {
 	out := map[uint64]int{}
-	for k := range g.set.at {
+	for k, copies := range g.set.at {
 		if k.group == g.group {
-			out[k.d.U64()] = 1
+			out[k.d.U64()] = len(copies)
 		}
 	}
 	return out

@@ -34,13 +34,16 @@ type snapRecord struct {
 }
 
 // groupMember is a block a hybrid engine's sliding-window or Mamba group
-// holds, with what its store named.
+// holds, with what its store named, and how many copies of it (a group
+// that computes a block it holds stores it again, as vLLM's, and removes
+// each copy on its own).
 type groupMember struct {
 	blockSize int
 	loraID    int
 	loraName  string
 	kind      string
 	window    int
+	live      int
 }
 
 // snapshotRecorder folds the published batches into the engine's resident
@@ -96,7 +99,13 @@ func (r *snapshotRecorder) record(seq uint64, b simengine.EventBatch) {
 			r.store(ev)
 		case ev.Type == simengine.BlockRemoved && other:
 			for _, h := range ev.BlockHashes {
-				delete(r.groups[ev.GroupIdx], h)
+				g := r.groups[ev.GroupIdx]
+				if m, ok := g[h]; ok && m.live > 1 {
+					m.live--
+					g[h] = m
+					continue
+				}
+				delete(g, h)
 				if rec := r.blocks[h]; rec != nil {
 					r.drop(h, rec)
 				}
@@ -149,7 +158,7 @@ func (r *snapshotRecorder) storeGroup(ev *simengine.Event) {
 	}
 	for _, h := range ev.BlockHashes {
 		g[h] = groupMember{blockSize: ev.BlockSize, loraID: ev.LoRAID, loraName: ev.LoRAName,
-			kind: ev.Kind, window: ev.SlidingWindow}
+			kind: ev.Kind, window: ev.SlidingWindow, live: g[h].live + 1}
 	}
 }
 
@@ -239,10 +248,12 @@ func (r *snapshotRecorder) Snapshot() (int64, [][]byte, bool) {
 	for _, g := range gids {
 		for _, h := range slices.Sorted(maps.Keys(r.groups[g])) {
 			m := r.groups[g][h]
-			events = append(events, simengine.Event{Type: simengine.BlockStored, BlockHashes: []uint64{h},
-				BlockSize: m.blockSize, LoRAID: m.loraID, LoRAName: m.loraName, Medium: simengine.MediumGPU,
-				GroupIdx: g, Kind: m.kind, SlidingWindow: m.window})
-			flush(false)
+			for range m.live { // one store per copy
+				events = append(events, simengine.Event{Type: simengine.BlockStored, BlockHashes: []uint64{h},
+					BlockSize: m.blockSize, LoRAID: m.loraID, LoRAName: m.loraName, Medium: simengine.MediumGPU,
+					GroupIdx: g, Kind: m.kind, SlidingWindow: m.window})
+				flush(false)
+			}
 		}
 	}
 	for _, h := range dead {
