@@ -5,7 +5,6 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -95,9 +94,10 @@ func codeFlags(t *testing.T) map[string]bool {
 	return flags
 }
 
-// otherProgramsFlags are the flags the READMEs give of programs other than
-// kvroute's (vLLM, Dynamo, kubectl, helm, go test), and the one flag-shaped example
-// that is no flag, with what each belongs to.
+// otherProgramsFlags are the flags the documents give of programs other
+// than kvroute's (vLLM, Dynamo, llm-d, kubectl, helm, Redis, go test), the
+// flag package's own -help, and the one flag-shaped example that is no
+// flag, with what each belongs to.
 var otherProgramsFlags = map[string]string{
 	"allow-credentials":            "vLLM",
 	"allowed-origins":              "vLLM",
@@ -108,6 +108,12 @@ var otherProgramsFlags = map[string]string{
 	"router-conditional-disagg":    "Dynamo",
 	"patch-file":                   "kubectl patch",
 	"skip-schema-validation":       "helm",
+	"set":                          "helm install",
+	"latency":                      "redis-cli",
+	"appendonly":                   "redis-server",
+	"save":                         "redis-server",
+	"vllm-port":                    "llm-d's routing sidecar",
+	"help":                         "the flag package, in every program",
 	"bench":                        "go test",
 	"benchmem":                     "go test",
 	"race":                         "go test",
@@ -122,13 +128,21 @@ var docFlagSpan = regexp.MustCompile("`(--?[a-z][a-z0-9-]*)[ =`]")
 // program, inline or in a shell block: go run ./path, go build's bin/name.
 var docCommand = regexp.MustCompile(`(?:\bgo run (?:-v )?\./[A-Za-z0-9_/.-]+|\bbin/[a-z-]+)((?: +[^` + "`" + `\n|&;#)]+)*)`)
 
+// docProseFlag matches a flag written in prose, --name, as the doc.go
+// files of the commands give them.
+var docProseFlag = regexp.MustCompile(`(?m)(?:^|[\s(,/])--([a-z][a-z0-9-]*)`)
+
 // docFlagToken matches one word of a command line that is a flag.
 var docFlagToken = regexp.MustCompile(`^(--?[a-z][a-z0-9-]*)(?:=.*)?$`)
 
 // docFlags returns the flag names text gives: the code spans that start with
-// a flag and the flags of its kvroute command lines.
+// a flag, the flags of its kvroute command lines and the --name words of its
+// prose.
 func docFlags(text string) []string {
 	var out []string
+	for _, m := range docProseFlag.FindAllStringSubmatch(text, -1) {
+		out = append(out, m[1])
+	}
 	for _, m := range docFlagSpan.FindAllStringSubmatch(text, -1) {
 		out = append(out, strings.TrimLeft(m[1], "-"))
 	}
@@ -148,25 +162,24 @@ func TestDocFlags(t *testing.T) {
 	got := docFlags("pass `-listen`; `--grpc-port 9002`, `--secure-serving=false` and `--hold`\n" +
 		"go run ./bench/cmd/routesim -pd -pd-seeds 4 -out bench/results\n" +
 		"  bin/simengine --host 127.0.0.$i --port 800$i \\\n" +
-		"`go run ./examples/demo --replicas 2 --fast`, [--listen :8080] a-b --c")
-	require.Equal(t, []string{"listen", "grpc-port", "secure-serving", "hold",
+		"`go run ./examples/demo --replicas 2 --fast`, in prose (--verbose), a-b--c")
+	require.Equal(t, []string{"host", "port", "replicas", "fast", "verbose",
+		"listen", "grpc-port", "secure-serving", "hold",
 		"pd", "pd-seeds", "out", "host", "port", "replicas", "fast"}, got)
 }
 
-// TestREADMEFlagsExist holds every command-line flag the READMEs give (a
-// code span starting with one, and the flags of a `go run ./...` or
-// `bin/...` command line) to the flags kvroute's programs define, the other
-// programs' flags of otherProgramsFlags aside: a renamed or removed flag
-// that a README still names fails with the README and the name.
+// TestREADMEFlagsExist holds every command-line flag the READMEs and the
+// package docs give (a code span starting with one, the flags of a `go run
+// ./...` or `bin/...` command line, a --name in prose) to the flags
+// kvroute's programs define, the other programs' flags of
+// otherProgramsFlags aside: a renamed or removed flag that a document still
+// names fails with the document and the name.
 func TestREADMEFlagsExist(t *testing.T) {
 	defined := codeFlags(t)
 	require.Greater(t, len(defined), 200, "the programs define flags")
 	var bad []string
 	mentions := 0
 	for _, doc := range userDocs(t) {
-		if filepath.Base(doc) != "README.md" || strings.Contains(doc, "testdata") {
-			continue
-		}
 		src, err := os.ReadFile(doc)
 		require.NoError(t, err)
 		for _, name := range docFlags(string(src)) {
