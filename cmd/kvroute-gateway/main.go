@@ -19,7 +19,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
-	cliflag.Exit("gateway", err)
+	cliflag.Exit(gatewaycmd.Name, err)
 }
 
 // run serves the gateway of the command line args until ctx ends.

@@ -22,7 +22,7 @@ gateway:
     saturation: {maxPrefillBacklog: 1500ms, maxOpenRequests: 8}
   engineMetrics: {interval: 100ms, waitingThreshold: 3}
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	a := o.server.Admission
 	require.NotNil(t, a)
@@ -34,7 +34,7 @@ gateway:
 	require.Equal(t, 100*time.Millisecond, o.server.EngineMetrics.Interval)
 	require.Equal(t, 3, o.server.EngineMetrics.WaitingThreshold)
 
-	o, err = parseFlags([]string{"--config", writeFile(t, "r.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err = parseFlags([]string{"--config", writeFile(t, "r.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Nil(t, o.server.Admission, "no section: no admission")
 
@@ -46,7 +46,7 @@ gateway:
 		"gateway:\n  engineMetrics: {}\n":                             "gateway.engineMetrics: feeds the admission stage",
 		"gateway:\n  admission: {}\n  engineMetrics: {intervl: 1s}\n": "gateway.engineMetrics.intervl: unknown key",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
 }

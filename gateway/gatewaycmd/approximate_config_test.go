@@ -23,7 +23,7 @@ gateway:
     maxBytes: 1048576
     capacityFrom: config
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, &approx.Config{Enabled: true, TTL: 5 * time.Minute,
 		Capacity:  approx.Capacity{GPUBlocks: 1000, CPUBlocks: 3000, BlockSize: 16},
@@ -37,7 +37,7 @@ gateway:
 		"gateway:\n  approximate:\n    endpoints: {a: {gpuBlocks: -1}}\n": "gateway.approximate",
 		"gateway:\n  approximate:\n    capacityFrom: prometheus\n":        "gateway.approximate: approx: capacityFrom must be",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
 }
@@ -53,7 +53,7 @@ gateway:
   approximate: {enabled: true}
   engineMetrics: {interval: 1s, staleness: 4s}
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.NotNil(t, o.server.EngineMetrics)
 	require.Equal(t, time.Second, o.server.EngineMetrics.Interval)
@@ -62,7 +62,7 @@ gateway:
 		"gateway:\n  approximate: {enabled: true, capacityFrom: config}\n  engineMetrics: {}\n",
 		"gateway:\n  approximate: {capacityFrom: engine}\n  engineMetrics: {}\n",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, "gateway.engineMetrics: feeds", content)
 	}
 }

@@ -20,13 +20,13 @@ gateway:
   disagg: {nonCachedTokens: 2048, maxPrefillQueueTokens: 65536}
 `)
 	eps := writeFile(t, "eps.json", `[{"id": "10.0.0.1:8000", "role": "prefill"}, {"id": "10.0.0.2:8000", "role": "decode"}]`)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, &disagg.Config{NonCachedTokens: 2048, MaxPrefillQueueTokens: 65536}, o.server.Disagg)
 	require.Equal(t, disagg.RolePrefill, o.server.Endpoints[0].Role)
 	require.Equal(t, disagg.RoleDecode, o.server.Endpoints[1].Role)
 
-	o, err = parseFlags([]string{"--config", writeFile(t, "r.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err = parseFlags([]string{"--config", writeFile(t, "r.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Nil(t, o.server.Disagg, "no section: one role")
 
@@ -34,10 +34,10 @@ gateway:
 		"gateway:\n  disagg: {nonCached: 1}\n":              "gateway.disagg.nonCached: unknown key",
 		"gateway:\n  disagg: {maxPrefillQueueTokens: -1}\n": "gateway.disagg",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
-	_, err = parseFlags([]string{"--model", "m", "--endpoints-file", writeFile(t, "bad.json", `[{"id": "10.0.0.1:8000", "role": "prefil"}]`)}, io.Discard)
+	_, err = parseFlags([]string{"--model", "m", "--endpoints-file", writeFile(t, "bad.json", `[{"id": "10.0.0.1:8000", "role": "prefil"}]`)}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, `role "prefil"`)
 }
 
@@ -49,7 +49,7 @@ model: m
 gateway:
   disagg: {nonCachedTokens: 512, mode: exchange, exchange: {prefillTimeout: 2s, maxPrefillResponseBytes: 4096}}
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, &disagg.Config{NonCachedTokens: 512}, o.server.Disagg)
 	require.Equal(t, gateway.DisaggHostConfig{Mode: gateway.DisaggModeExchange,
@@ -59,11 +59,11 @@ gateway:
 	// mode as in header mode (the exchange splits every API, Messages
 	// too).
 	o, err = parseFlags([]string{"--config", writeFile(t, "s.yaml", "model: m\ngateway:\n  disagg: {mode: exchange, splitAPIs: [chat_completions, responses, messages]}\n"),
-		"--endpoints", "10.0.0.1:8000"}, io.Discard)
+		"--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, &disagg.Config{SplitAPIs: []render.API{render.APIChatCompletions, render.APIResponses, render.APIMessages}}, o.server.Disagg)
 	o, err = parseFlags([]string{"--config", writeFile(t, "h.yaml", "model: m\ngateway:\n  disagg: {splitAPIs: [messages]}\n"),
-		"--endpoints", "10.0.0.1:8000"}, io.Discard)
+		"--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err, "header mode: a sidecar that splits Messages")
 	require.Equal(t, []render.API{render.APIMessages}, o.server.Disagg.SplitAPIs)
 
@@ -76,7 +76,7 @@ gateway:
 		"gateway:\n  disagg: {exchange: {decoderURL: 'http://x:1'}}\n": "decoderURL",
 		"gateway:\n  disagg: {mode: exchange, nonCached: 1}\n":         "unknown key",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
 }

@@ -71,9 +71,9 @@ func TestRunDrainsBeforeShutdown(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("run did not stop at the end of the drain window")
 	}
-	_, err = parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m", "--drain-timeout", "-1s"}, io.Discard)
+	_, err = parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m", "--drain-timeout", "-1s"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--drain-timeout must be >= 0")
-	o, err := parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m"}, io.Discard)
+	o, err := parseFlags([]string{"--endpoints", "127.0.0.1:1", "--model", "m"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Zero(t, o.drainTimeout, "no drain window unless asked for")
 }

@@ -19,10 +19,10 @@ func TestConfigFileEngineMetricsIsValidatedWhereRead(t *testing.T) {
 		"gateway:\n  lora: {}\n  engineMetrics: {kvCacheThreshold: 1.5}\n":    "gateway.engineMetrics: enginemetrics: kvCacheThreshold 1.5 is not at most 1",
 		"gateway:\n  peerLoadFromMetrics: true\n  engineMetrics: {path: x}\n": `gateway.engineMetrics: enginemetrics: path "x" does not start with /`,
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
 	_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "gateway:\n  admission: {}\n  engineMetrics: {interval: 1s, staleness: 4s}\n"),
-		"--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		"--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 }

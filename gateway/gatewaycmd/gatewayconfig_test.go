@@ -34,7 +34,7 @@ gateway:
 speculative:
   ttl: 3s
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	s := o.server
 	require.Equal(t, int64(1<<20), s.Proxy.MaxBodyBytes)
@@ -46,12 +46,12 @@ speculative:
 	require.Equal(t, 16, s.Router.BlockSize)
 	require.Equal(t, 3*time.Second, s.Router.Speculative.TTL)
 
-	o, err = parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000", "--max-body-bytes", "2048"}, io.Discard)
+	o, err = parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000", "--max-body-bytes", "2048"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, int64(2048), o.server.Proxy.MaxBodyBytes, "--max-body-bytes overrides the file")
 
 	// Without the section every limit is zero: the proxy's defaults.
-	o, err = parseFlags([]string{"--config", writeFile(t, "router.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err = parseFlags([]string{"--config", writeFile(t, "router.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Zero(t, o.server.ReadHeaderTimeout)
 	require.Zero(t, o.server.IdleTimeout)
@@ -70,7 +70,7 @@ func TestConfigFileGatewaySectionKeepsTheStrictRules(t *testing.T) {
 		"gateway:\n  maxBodyBytes: 4096\n  maxBodyBytesInFlight: 1024\n": "below the body limit 4096",
 		"gateway: {}\nspeculative:\n  tll: 2s\n":                         "speculative.tll: unknown key",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
 	_, _, err := splitGatewaySection([]byte(`{"gateway":{},"model":"m","gateway":{}}`))
@@ -183,13 +183,13 @@ func FuzzSplitGatewaySection(f *testing.F) {
 
 func TestTokenizeOnceFromTheConfigFileAndTheFlag(t *testing.T) {
 	cfg := writeFile(t, "gateway.yaml", "model: m\ngateway:\n  tokenizeOnce: [completions]\n")
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []render.API{render.APICompletions}, o.server.Proxy.TokenizeOnce)
-	o, err = parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000", "--tokenize-once", ""}, io.Discard)
+	o, err = parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000", "--tokenize-once", ""}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Empty(t, o.server.Proxy.TokenizeOnce, "the flag overrides the file")
-	o, err = parseFlags([]string{"--model", "m", "--endpoints", "10.0.0.1:8000", "--tokenize-once", "completions"}, io.Discard)
+	o, err = parseFlags([]string{"--model", "m", "--endpoints", "10.0.0.1:8000", "--tokenize-once", "completions"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []render.API{render.APICompletions}, o.server.Proxy.TokenizeOnce)
 }
@@ -198,7 +198,7 @@ func TestTokenizeOnceFromTheConfigFileAndTheFlag(t *testing.T) {
 // the gateway's configuration.
 func TestCORSFromTheConfigFile(t *testing.T) {
 	cfg := writeFile(t, "gateway.yaml", "model: m\ngateway:\n  corsAllowedOrigins: [\"https://app.example\"]\n  corsAllowCredentials: true\n")
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []string{"https://app.example"}, o.server.Proxy.CORSAllowedOrigins)
 	require.True(t, o.server.Proxy.CORSAllowCredentials)
@@ -217,7 +217,7 @@ func TestConfigFileRefusesWhatTheGatewayWouldRefuse(t *testing.T) {
 	} {
 		_, _, _, err := loadConfigFile(writeFile(t, "c.yaml", "model: m\n"+tc.content), false)
 		require.ErrorContains(t, err, tc.want, tc.content)
-		_, err = parseFlags([]string{"--config", writeFile(t, "c.yaml", "model: m\n"+tc.content), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+		_, err = parseFlags([]string{"--config", writeFile(t, "c.yaml", "model: m\n"+tc.content), "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, tc.want, tc.content)
 	}
 }

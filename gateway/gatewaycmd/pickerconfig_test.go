@@ -22,7 +22,7 @@ const completePickerConfig = "../../llmd/testdata/endpointpickerconfig.yaml"
 // logged at start (--strict-config refuses them, naming them all), and
 // flags still override the file.
 func TestConfigFileTakesAWholeEndpointPickerConfig(t *testing.T) {
-	o, err := parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	r := o.server.Router
 	require.Equal(t, "Qwen/Qwen3-32B", r.Model)
@@ -32,12 +32,12 @@ func TestConfigFileTakesAWholeEndpointPickerConfig(t *testing.T) {
 	require.Equal(t, "http://render.llm.svc:8000", r.Render.URL)
 	require.Len(t, o.findings, 22)
 
-	o, err = parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000", "--events-port", "7000", "--model", "other"}, io.Discard)
+	o, err = parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000", "--events-port", "7000", "--model", "other"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 7000, o.server.Router.Events.EventsPort)
 	require.Equal(t, "other", o.server.Router.Model)
 
-	_, err = parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000", "--strict-config"}, io.Discard)
+	_, err = parseFlags([]string{"--config", completePickerConfig, "--endpoints", "10.0.0.1:8000", "--strict-config"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "strict: 22 llm-d settings are not carried over")
 	require.ErrorContains(t, err, "plugins[precise].parameters.tokenProcessorConfig.hashSeed: ignored: not needed")
 	require.ErrorContains(t, err, "flowControl.maxRequests: kvroute does this differently")

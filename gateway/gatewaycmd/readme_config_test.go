@@ -28,7 +28,7 @@ func TestREADMEConfigBlocksLoad(t *testing.T) {
 	for _, m := range blocks {
 		line := strconv.Itoa(strings.Count(text[:m[0]], "\n") + 1)
 		cfg := writeFile(t, "config.yaml", text[m[2]:m[3]])
-		_, err := parseFlags([]string{"--config", cfg, "--strict-config", "--endpoints", "10.0.0.7:8000", "--model", "m"}, io.Discard)
+		_, err := parseFlags([]string{"--config", cfg, "--strict-config", "--endpoints", "10.0.0.7:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.NoError(t, err, "README.md:%s:\n%s", line, text[m[2]:m[3]])
 	}
 }

@@ -35,7 +35,7 @@ type options struct {
 	findings        []llmd.Finding // llm-d settings of --config not carried over, logged at start
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, error) {
+func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs := flag.NewFlagSet(Name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
@@ -73,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
 	fs.StringVar(&peerToken, "peer-token", "", "shared secret for --peers and --snapshot-listen, proved to peers with an HMAC, never sent (default $KVROUTE_PEER_TOKEN)")
 	fs.StringVar(&o.snapshotListen, "snapshot-listen", "", "internal address serving this gateway's index snapshot to peers at /kvroute/snapshot (never the public listener)")
-	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
+	if err := cliflag.Parse(fs, args, stdout); err != nil {
 		return options{}, err
 	}
 	if fs.NArg() > 0 {
@@ -228,8 +228,9 @@ type Options struct {
 	OTLPBinary string
 }
 
-// Name is the flag set's name, used in usage and error messages.
-const Name = "gateway"
+// Name is the program's name, as a user runs it: the flag set's, used in
+// usage and error messages.
+const Name = "kvroute-gateway"
 
 // Run parses args (the command line without the program name), serves
 // until ctx ends or the gateway's listener or its --snapshot-listen
@@ -240,8 +241,8 @@ const Name = "gateway"
 // is set, the shutdown begins with that drain window (gateway.Server.Drain:
 // /ready answers 503, requests are still served), which a failing listener
 // cuts short. Output for the operator (the
-// listening URL) goes to stdout, logs to stderr. A --help returns
-// flag.ErrHelp.
+// listening URL) and --help's usage go to stdout, logs to stderr. A --help
+// returns flag.ErrHelp.
 func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options) error {
 	return run(ctx, args, stdout, stderr, opts, nil)
 }
@@ -250,7 +251,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Opti
 // serves (nil without --snapshot-listen), so that a test can fail its
 // listener under it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, opts Options, started func(*snapshotServer)) error {
-	o, err := parseFlags(args, stderr)
+	o, err := parseFlags(args, stdout, stderr)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package gatewaycmd
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -27,8 +29,18 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
+// --help names the program as a user runs it, kvroute-gateway (the core
+// build and the OpenTelemetry one alike), as every other kvroute binary's
+// usage names its own.
+func TestHelpNamesTheBinary(t *testing.T) {
+	var out strings.Builder
+	err := Run(context.Background(), []string{"--help"}, &out, io.Discard, Options{})
+	require.True(t, err == nil || errors.Is(err, flag.ErrHelp), "%v", err)
+	require.True(t, strings.HasPrefix(out.String(), "Usage of kvroute-gateway:\n"), out.String())
+}
+
 func TestParseFlagsDefaultsFollowTheDeploymentGuide(t *testing.T) {
-	o, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000,10.0.0.2:8000", "--model", "Qwen/Qwen3-32B"}, io.Discard)
+	o, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000,10.0.0.2:8000", "--model", "Qwen/Qwen3-32B"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, ":8080", o.server.Listen)
 	require.Equal(t, gateway.PolicyPrecise, o.server.Policy)
@@ -46,7 +58,7 @@ func TestParseFlagsOverridesTheConfigFile(t *testing.T) {
 	cfg := writeFile(t, "router.json", `{"model":"from-file","events":{"eventsPort":7000,"replayPort":7001},"blockSize":16}`)
 	eps := writeFile(t, "eps.json", `[{"id":"10.0.0.1:8000","labels":{"zone":"a"}}]`)
 
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "from-file", o.server.Router.Model)
 	require.Equal(t, 7000, o.server.Router.Events.EventsPort)
@@ -54,7 +66,7 @@ func TestParseFlagsOverridesTheConfigFile(t *testing.T) {
 	require.Equal(t, 16, o.server.Router.BlockSize)
 	require.Equal(t, map[string]string{"zone": "a"}, o.server.Endpoints[0].Labels)
 
-	o, err = parseFlags([]string{"--config", cfg, "--endpoints-file", eps, "--model", "m", "--events-port", "6000", "--replay-port", "0"}, io.Discard)
+	o, err = parseFlags([]string{"--config", cfg, "--endpoints-file", eps, "--model", "m", "--events-port", "6000", "--replay-port", "0"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "m", o.server.Router.Model)
 	require.Equal(t, 6000, o.server.Router.Events.EventsPort)
@@ -77,15 +89,15 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 		"bad events port":   {"--model", "m", "--endpoints", "a:1", "--events-port", "70000"},
 		"negative shutdown": {"--model", "m", "--endpoints", "a:1", "--shutdown-timeout", "-1s"},
 	} {
-		_, err := parseFlags(args, io.Discard)
+		_, err := parseFlags(args, io.Discard, io.Discard)
 		require.Error(t, err, name)
 	}
 	// A negative replay port is refused, not read as "no replay" (0 is).
-	_, err := parseFlags([]string{"--model", "m", "--endpoints", "a:1", "--replay-port", "-1"}, io.Discard)
+	_, err := parseFlags([]string{"--model", "m", "--endpoints", "a:1", "--replay-port", "-1"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--replay-port")
-	_, err = parseFlags([]string{"--endpoints", "a:1"}, io.Discard)
+	_, err = parseFlags([]string{"--endpoints", "a:1"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--model")
-	_, err = parseFlags([]string{"--endpoints", "a:1", "--policy", "round-robin"}, io.Discard)
+	_, err = parseFlags([]string{"--endpoints", "a:1", "--policy", "round-robin"}, io.Discard, io.Discard)
 	require.NoError(t, err, "round-robin needs no model")
 }
 
@@ -177,9 +189,9 @@ func TestRoundRobinRefusesTheIndexFlags(t *testing.T) {
 		"--checkpoint":      {"--checkpoint", filepath.Join(dir, "index.ckpt")},
 		"--peers":           {"--peers", "http://10.0.0.5:9091/kvroute/snapshot"},
 	} {
-		_, err := parseFlags(append([]string{"--endpoints", "a:1", "--policy", "round-robin"}, args...), io.Discard)
+		_, err := parseFlags(append([]string{"--endpoints", "a:1", "--policy", "round-robin"}, args...), io.Discard, io.Discard)
 		require.ErrorContains(t, err, flag+" needs the precise policy", flag)
-		_, err = parseFlags(append([]string{"--endpoints", "a:1", "--model", "m"}, args...), io.Discard)
+		_, err = parseFlags(append([]string{"--endpoints", "a:1", "--model", "m"}, args...), io.Discard, io.Discard)
 		require.NoError(t, err, "%s with the precise policy", flag)
 	}
 }
@@ -192,30 +204,30 @@ func TestRoundRobinRefusesTheIndexFlags(t *testing.T) {
 func TestInvalidPeerTokenNamesItsSource(t *testing.T) {
 	base := []string{"--endpoints", "a:1", "--model", "m"}
 	t.Setenv("KVROUTE_PEER_TOKEN", "secret\n")
-	_, err := parseFlags(base, io.Discard)
+	_, err := parseFlags(base, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "$KVROUTE_PEER_TOKEN")
 	require.NotContains(t, err.Error(), "bootstrap.token")
 
 	t.Setenv("KVROUTE_PEER_TOKEN", "")
-	_, err = parseFlags(append(base, "--peer-token", " secret"), io.Discard)
+	_, err = parseFlags(append(base, "--peer-token", " secret"), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--peer-token")
 	require.NotContains(t, err.Error(), "bootstrap.token")
 
 	cfg := filepath.Join(t.TempDir(), "c.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("bootstrap: {token: \"secret\\n\"}\n"), 0o600))
-	_, err = parseFlags(append(base, "--config", cfg), io.Discard)
+	_, err = parseFlags(append(base, "--config", cfg), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "bootstrap.token")
 
 	// The variable overrides the file's token.
 	require.NoError(t, os.WriteFile(cfg, []byte("bootstrap: {token: fromfile}\n"), 0o600))
-	o, err := parseFlags(append(base, "--config", cfg), io.Discard)
+	o, err := parseFlags(append(base, "--config", cfg), io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "fromfile", o.server.Router.Bootstrap.Token)
 	t.Setenv("KVROUTE_PEER_TOKEN", "fromenv")
-	o, err = parseFlags(append(base, "--config", cfg), io.Discard)
+	o, err = parseFlags(append(base, "--config", cfg), io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "fromenv", o.server.Router.Bootstrap.Token)
-	o, err = parseFlags(append(base, "--peer-token", "fromflag"), io.Discard)
+	o, err = parseFlags(append(base, "--peer-token", "fromflag"), io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, "fromflag", o.server.Router.Bootstrap.Token)
 }
@@ -227,18 +239,18 @@ func TestInvalidPeerTokenNamesItsSource(t *testing.T) {
 // fail the peer URL check with a value the operator never meant as a URL.
 func TestPeersFlagIsReadAsEndpointsIs(t *testing.T) {
 	base := []string{"--model", "m"}
-	eps, err := parseFlags(append(base, "--endpoints", " a:1 , b:2,"), io.Discard)
+	eps, err := parseFlags(append(base, "--endpoints", " a:1 , b:2,"), io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []kvroute.Endpoint{{ID: "a:1"}, {ID: "b:2"}}, eps.server.Endpoints)
 
 	o, err := parseFlags(append(base, "--endpoints", "a:1",
-		"--peers", " http://10.0.0.5:9091/kvroute/snapshot , http://10.0.0.6:9091/kvroute/snapshot,"), io.Discard)
+		"--peers", " http://10.0.0.5:9091/kvroute/snapshot , http://10.0.0.6:9091/kvroute/snapshot,"), io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, []string{"http://10.0.0.5:9091/kvroute/snapshot", "http://10.0.0.6:9091/kvroute/snapshot"},
 		o.server.Router.Bootstrap.Peers)
 
-	_, err = parseFlags(append(base, "--endpoints", " , "), io.Discard)
+	_, err = parseFlags(append(base, "--endpoints", " , "), io.Discard, io.Discard)
 	require.Error(t, err)
-	_, err = parseFlags(append(base, "--endpoints", "a:1", "--peers", " , "), io.Discard)
+	_, err = parseFlags(append(base, "--endpoints", "a:1", "--peers", " , "), io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--peers")
 }

@@ -18,7 +18,7 @@ gateway:
     maxEntries: 1000
     derive: true
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	s := o.server.Session
 	require.NotNil(t, s)
@@ -26,7 +26,7 @@ gateway:
 	require.Equal(t, 90*time.Second, s.TTL)
 	require.True(t, s.Derive)
 
-	o, err = parseFlags([]string{"--config", writeFile(t, "r.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err = parseFlags([]string{"--config", writeFile(t, "r.yaml", "model: m\n"), "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Nil(t, o.server.Session, "no section: no session affinity")
 
@@ -36,7 +36,7 @@ gateway:
 		"gateway:\n  session:\n    weight: -1\n":         "gateway.session",
 		"gateway:\n  session:\n    headers: [\"a b\"]\n": "gateway.session",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "bad.yaml", "model: m\n"+doc), "--endpoints", "10.0.0.1:8000"}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "bad.yaml", "model: m\n"+doc), "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, doc)
 	}
 }

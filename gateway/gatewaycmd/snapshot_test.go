@@ -27,7 +27,7 @@ func TestParseFlagsCheckpointAndPeers(t *testing.T) {
 	t.Setenv("KVROUTE_PEER_TOKEN", "from-env")
 	o, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000", "--model", "m", "--checkpoint", ckpt,
 		"--checkpoint-interval", "30s", "--peers", "http://10.0.0.2:9091/kvroute/snapshot,http://10.0.0.3:9091/kvroute/snapshot",
-		"--snapshot-listen", "127.0.0.1:0"}, io.Discard)
+		"--snapshot-listen", "127.0.0.1:0"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, ckpt, o.server.Router.Checkpoint.Path)
 	require.Equal(t, 30*time.Second, o.server.Router.Checkpoint.Interval)
@@ -39,7 +39,7 @@ func TestParseFlagsCheckpointAndPeers(t *testing.T) {
 		"checkpoint dir missing": {"--endpoints", "a:1", "--checkpoint", "/nonexistent-kvroute/x"},
 		"peer not a URL":         {"--endpoints", "a:1", "--peers", "10.0.0.2:9091"},
 	} {
-		_, err := parseFlags(args, io.Discard)
+		_, err := parseFlags(args, io.Discard, io.Discard)
 		require.Error(t, err, name)
 	}
 }

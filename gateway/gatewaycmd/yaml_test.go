@@ -25,7 +25,7 @@ events:
     timeout: 1m
 `)
 	eps := writeFile(t, "eps.yaml", "- id: 10.0.0.1:8000\n  labels: {zone: a}\n")
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints-file", eps}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	r := o.server.Router
 	require.Equal(t, "Qwen/Qwen3-32B", r.Model)
@@ -48,7 +48,7 @@ func TestConfigFileInYAMLKeepsTheStrictRules(t *testing.T) {
 		"model: [unclosed\n":   "yaml",
 		"model: a\nmodel: b\n": `key "model" already set`,
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints-file", eps}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints-file", eps}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)
 	}
 }
@@ -79,7 +79,7 @@ prefix-cache-affinity-filter:
 token-load-scorer:
   queueThresholdTokens: 4194304
 `)
-	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard)
+	o, err := parseFlags([]string{"--config", cfg, "--endpoints", "10.0.0.1:8000"}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	r := o.server.Router
 	require.Equal(t, 5557, r.Events.ReplayPort)
@@ -119,15 +119,15 @@ func TestFileWithSeveralDocumentsIsRefused(t *testing.T) {
 		"{\"model\":\"m\"}\n{\"blockSize\":16}\n",
 		"model: m\n---\nblockSize: [unclosed\n",
 	} {
-		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints-file", eps}, io.Discard)
+		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints-file", eps}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, "c.yaml", content)
 	}
-	_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "model: m\n---\ngateway:\n  maxBodyBytes: 1024\n"), "--endpoints-file", eps}, io.Discard)
+	_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "model: m\n---\ngateway:\n  maxBodyBytes: 1024\n"), "--endpoints-file", eps}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "more than one document")
-	_, err = parseFlags([]string{"--model", "m", "--endpoints-file", writeFile(t, "e.yaml", "- id: 10.0.0.1:8000\n---\n- id: 10.0.0.2:8000\n")}, io.Discard)
+	_, err = parseFlags([]string{"--model", "m", "--endpoints-file", writeFile(t, "e.yaml", "- id: 10.0.0.1:8000\n---\n- id: 10.0.0.2:8000\n")}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "more than one document", "an endpoint after a \"---\" is not dropped")
 
-	o, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "---\nmodel: m\nblockSize: 16\n---\n"), "--endpoints-file", eps}, io.Discard)
+	o, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", "---\nmodel: m\nblockSize: 16\n---\n"), "--endpoints-file", eps}, io.Discard, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, 16, o.server.Router.BlockSize)
 }
