@@ -31,7 +31,8 @@ import (
 //	            (0 … maxSnapshotPairs), then per pair: tier u8 (index into
 //	            tiers), uvarint group+1 (0 = ungrouped), uvarint count (≥ 1)
 //
-//	groups      (version 2 only) uvarint count (0 … 8), then per non-prefix
+//	groups      (version 2 only) uvarint count (0 … 64, maxGroupsTracked;
+//	            earlier kvroute tracked 8 and refuses more), then per non-prefix
 //	            cache group (groups.go): uvarint group index (0 … 2^31−1),
 //	            kind u8 (1 = sliding window, 2 = Mamba), uvarint window in
 //	            tokens (sliding window ≥ 1; Mamba 0), uvarint entry count
