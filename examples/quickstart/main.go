@@ -89,13 +89,17 @@ func main() {
 	// connection idle, would otherwise hold a socket and a goroutine for as
 	// long as it likes. No write timeout: a streamed answer may take minutes.
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
-	drained := make(chan struct{})
-	go func() { <-ctx.Done(); srv.Shutdown(context.Background()); close(drained) }()
+	shutdown := make(chan error, 1)
+	go func() { <-ctx.Done(); shutdown <- srv.Shutdown(context.Background()) }()
 	log.Printf("quickstart gateway on http://%s, model %q, endpoints %s", *listen, *model, *list)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)
 	}
-	<-drained // Shutdown returns once the requests in flight have ended
+	// Shutdown returns once the requests in flight have ended, or with the
+	// error that kept it from closing the listener or a connection.
+	if err := <-shutdown; err != nil {
+		log.Fatalf("shutdown: %v", err)
+	}
 }
 
 // firstChunk calls Decision.FirstChunk when the first response bytes arrive:
