@@ -10,23 +10,103 @@
 // the endpoint that already holds the longest prefix of its KV cache — falling
 // back to the least-loaded endpoint when the cache-warm ones are saturated.
 //
-// The library is split into small packages that are usable on their own:
+// This root package assembles the packages listed below: a Router
+// implements the small Picker interface that any gateway calls once per
+// request (Pick), then reports the request's first response chunk and its
+// end on the returned Decision. Each of the other packages is usable on its
+// own.
 //
-//   - kvindex: router block keys (per-block XXH3-64 of token IDs, chained) and the
-//     lock-free block index with tiers, cache groups, speculative entries and a
-//     fused longest-prefix Match.
-//   - kvevents: the msgpack decoder and encoder for every vLLM and SGLang event
-//     generation, applying batches to the index, supervised ZeroMQ subscribers
-//     with sequence tracking and replay, and a Go publisher.
-//   - replay: the bounded replay client (DEALER) and a replay buffer + server.
+// # Packages
+//
+// Every library package of the repository, by its import path under
+// github.com/kvroute/kvroute. The routing core:
+//
+//   - kvindex: router block keys (per-block XXH3-64 of token IDs, chained)
+//     and the lock-free block index with tiers, cache groups, speculative
+//     entries and a fused longest-prefix Match.
+//   - kvevents: the supervised ZeroMQ subscriber Pool, with sequence
+//     tracking and replay, and the Applier that applies decoded event
+//     batches to the index, counting every event it skips or drops.
+//   - kvevents/wire: the KV-event codec: the msgpack decoder for every vLLM,
+//     SGLang and TensorRT-LLM event generation, the byte-exact encoder and
+//     the topic frame.
+//   - kvevents/publish: the engine side, a Go Publisher speaking vLLM's
+//     KV-event protocol (PUB and replay ROUTER), for Go engines, simulators
+//     and tests.
+//   - kvevents/snapshot: an engine's whole KV-cache state loaded from vLLM's
+//     snapshot socket, for a router that joins mid-stream or missed more
+//     than the replay buffer holds.
+//   - replay: the bounded replay client (DEALER) and a replay buffer and
+//     server.
 //   - render: the client for vLLM's /render endpoints.
 //   - affinity: the prefix-cache affinity filter with its TTFT gate, and
 //     calibration of the peak prefill throughput.
 //   - tokenload: in-flight token accounting and the token-load scorer.
+//   - approx: the approximate prefix index of endpoints whose KV events are
+//     not live, fed by the router's own decisions.
 //
-// This root package assembles them: a Router implements the small Picker
-// interface that any gateway calls once per request (Pick), then reports the
-// request's first response chunk and its end on the returned Decision.
+// What a host plugs into Options, or runs beside a Router:
+//
+//   - admission: the admission stage under overload (Options.Admission):
+//     priorities, fair shares between flows, queue deadlines, shedding.
+//   - session: session affinity (Options.Scorers and Options.Profile): the
+//     turns of a conversation prefer the endpoint that served its last turn.
+//   - lora: LoRA adapter affinity (Options.Scorers): engines running the
+//     request's adapter are preferred over those that would load it.
+//   - disagg: prefill/decode disaggregation: endpoint roles and the Profile
+//     that picks a decode endpoint and, when the request is split, a
+//     prefill endpoint.
+//   - disagg/sidecar: the routing sidecar of a decode pod and the two-step
+//     prefill/decode exchange it runs (binary cmd/kvroute-sidecar).
+//   - models: several models per Router: each endpoint's served models and
+//     the model-rewrite table for aliases and canaries.
+//   - enginemetrics: the engines' own saturation signals and LoRA adapters,
+//     scraped from their /metrics.
+//   - accuracy: the closed loop on the index's accuracy: predicted against
+//     engine-reported cached tokens per endpoint.
+//   - cluster: active-active router replicas sharing in-flight load,
+//     routing decisions and membership through Redis.
+//   - checkpoint: index persistence: the checkpoint file and bootstrap from
+//     peer replicas.
+//   - llmd: an llm-d EndpointPickerConfig, or a configuration carrying llm-d
+//     plugin parameters, loaded into a Config.
+//   - telemetry: the observability bundle (registerer, logger, tracer
+//     provider, clock) that every package's Options embeds.
+//
+// Serving and testing:
+//
+//   - gateway: the OpenAI- and Anthropic-compatible gateway, a reverse proxy
+//     on a Picker (binary cmd/kvroute-gateway).
+//   - gateway/gatewaycmd: the gateway's command line, shared by the
+//     binaries that run it.
+//   - simengine: the simulated vLLM engine, the fleet of the end-to-end
+//     tests, examples and benchmarks (binary cmd/simengine).
+//   - simengine/server: the simulated engine's HTTP front, with vLLM's
+//     routes, metrics and ZeroMQ KV events.
+//   - e2e: the end-to-end scenarios on a simulated fleet, run by its tests
+//     and by examples/demo.
+//
+// In Go modules of their own, so that their dependencies stay out of this
+// one:
+//
+//   - contrib/extproc: an Envoy ext_proc endpoint picker for Gateway API
+//     Inference Extension pools (binary contrib/extproc/cmd/kvroute-epp).
+//   - contrib/extproc/envoysim: a proxy that behaves towards an endpoint
+//     picker as Envoy's ext_proc filter does, for tests.
+//   - contrib/k8s: endpoints from the Kubernetes API, the Ready pods of an
+//     InferencePool or of a label selector.
+//   - contrib/otel/otlpenv: OTLP trace export configured by the
+//     OpenTelemetry SDK's environment variables (binary
+//     contrib/otel/cmd/kvroute-gateway, the gateway exporting its spans).
+//   - contrib/otel/otlptest: a real OTLP trace receiver for tests.
+//   - deploy: the Kubernetes manifests, Helm chart, alert rules and
+//     dashboard, and the tests that hold them to kvroute's APIs and metrics.
+//
+// The other directories hold no library: the binaries are under cmd/ (and
+// each contrib module's cmd/), the runnable examples under examples/
+// (quickstart, demo, calibrate), the benchmark suite and the routing
+// simulator under bench/, and packages for kvroute's own use under
+// internal/.
 //
 // # Defaults
 //
