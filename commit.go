@@ -21,12 +21,11 @@ var ErrCommitted = errors.New("kvroute: selection already committed")
 // the prediction metrics are observed, and, when the Request has an ID, the
 // Decision is filed under it in the router's request table (see
 // Router.Decision; within Pick, it is reached there once Pick returns it:
-// see Profile). Commit
-// fails, having changed nothing, with ErrCommitted on a second call, an
-// out-of-range i, ErrInvalidConfig when the chosen candidate's ID (or a
-// fallback's) is one SetEndpoints would refuse, or
-// tokenload.ErrDuplicateRequestID / tokenload.ErrInvalidRequestID for the
-// request's ID.
+// see Profile). Commit fails, having changed nothing: with ErrCommitted on
+// a second call, with an error naming i when i is out of range, with
+// ErrInvalidConfig when the chosen candidate's ID (or a fallback's) is one
+// SetEndpoints would refuse, or with tokenload.ErrDuplicateRequestID /
+// tokenload.ErrInvalidRequestID for the request's ID.
 func (s *Selection) Commit(i int) (*Decision, error) {
 	if s.committed {
 		return nil, ErrCommitted

@@ -371,7 +371,9 @@ func (c Config) Validate() error {
 // are absent keep their defaults, unknown keys (at any level) are an error
 // naming their path, every duration is a Go duration string ("2s", "250ms";
 // a bare number is an error), and the result is validated. A document that
-// also carries llm-d plugin parameters is read by llmd.Translate.
+// also carries llm-d plugin parameters is an error here: llmd.Load reads it
+// (and llmd.Translate, which refuses every llm-d setting kvroute does not
+// carry over).
 func LoadConfig(r io.Reader) (Config, error) {
 	return jsonconf.Load(r, DefaultConfig(), func(err error) error {
 		if errors.Is(err, ErrInvalidConfig) { // a section's own UnmarshalJSON named it

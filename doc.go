@@ -169,10 +169,11 @@
 // Scorers read it. Every way ends in one Decision, whose FirstChunk and Done
 // are the request's lifecycle. With Request.ID set, Router.Decision finds
 // it by ID (once Pick has returned it, every role set), for hosts whose
-// callbacks carry only the ID; the ID table is
-// bounded (Config.Requests) and ends the requests it drops. Every Pick is traced when Options.TracerProvider is
-// set (trace.go): a "pick" span with "keys", "index_lookup", "filter" and
-// "score" children and the render client's "render" attempts.
+// callbacks carry only the ID; the ID table is bounded (Config.Requests)
+// and ends the requests it drops. Every Pick is traced when
+// Options.TracerProvider is set (trace.go): a "pick" span with "keys",
+// "index_lookup", "filter" and "score" children and the render client's
+// "render" attempts.
 //
 // # No silent cache-blind routing
 //
@@ -180,8 +181,9 @@
 // errors where they are made: New without a Model; Pick before SetEndpoints
 // when the router subscribes to events or renders on the endpoints
 // (ErrEndpointsNotSet); a request to render without an API (ErrNoAPI; see
-// render.APIForPath); a request Model other than Config.Model with events on
-// (ErrModelMismatch). What cannot be refused is counted and logged at most
+// render.APIForPath); a request for a model no candidate serves
+// (ErrModelMismatch: one no candidate's Endpoint.Models lists or, where
+// none lists any, one other than Config.Model with events on). What cannot be refused is counted and logged at most
 // once a minute: kvroute_router_cache_blind_total{reason} for load-only
 // decisions whose cause is known (render_failed, render_disabled,
 // events_disabled, prompt_embeds: a completions request with prompt
@@ -223,6 +225,11 @@
 //     longer than tokenload.MaxRequestIDBytes.
 //   - tokenload.ErrDuplicateRequestID: 409; a request with that ID is in
 //     flight.
+//   - session.ErrInvalidKey: 400; a malformed session header or cookie, with
+//     session.Config.Strict.
+//   - a refusal of Options.Admission: the status admission.HTTPStatus gives
+//     it (429 for shed traffic and a full queue, 503 otherwise), with
+//     Retry-After.
 //   - ErrNoEndpoints, ErrEndpointsNotSet and anything else: 503 (no
 //     endpoint can be chosen now; ErrEndpointsNotSet and ErrNoAPI are the
 //     host's mistakes, so log them).

@@ -28,8 +28,8 @@ type Endpoint struct {
 	// tcp://<ID host>:<Config.Events.Snapshot.Port + Rank> when
 	// events.snapshot.enabled, else no snapshots.
 	SnapshotAddress string `json:"snapshotAddress,omitempty"`
-	// Rank is the engine's data-parallel rank: vLLM offsets both event ports
-	// by it.
+	// Rank is the engine's data-parallel rank: vLLM offsets its KV-event,
+	// replay and snapshot ports by it.
 	Rank int `json:"rank,omitempty"`
 	// Role is the endpoint's part in a prefill/decode-disaggregated
 	// deployment: "prefill", "decode", or "" / "both" for an endpoint that

@@ -14,8 +14,9 @@ type Picker interface {
 	// Pick chooses one of endpoints for req. It fails when no endpoint can
 	// be chosen (an empty candidate list or a cancelled context) and, for a
 	// Router, on the mistakes that would route without cache information
-	// (ErrEndpointsNotSet, ErrNoAPI, ErrModelMismatch) or a request ID
-	// already in flight; a failed render is not an error: the request is
+	// (ErrEndpointsNotSet, ErrNoAPI, ErrModelMismatch), a request ID that
+	// is invalid or already in flight, and the admission's refusal
+	// (Options.Admission); a failed render is not an error: the request is
 	// routed by load alone and the Decision says so.
 	Pick(ctx context.Context, req *Request, endpoints []Endpoint) (*Decision, error)
 }

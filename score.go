@@ -25,9 +25,12 @@ type WeightedScorer struct {
 // Score is the score stage: every kept candidate's total score, the sum of
 // the router's weighted scorers (the token-load scorer times
 // Config.LoadWeight, then Options.Scorers), each clamped to [0, 1]. It
-// returns the pick stage's answer: the best candidate and its score (see
-// Router for the tie-break; -1 when the filters kept none). It runs Filter
-// first if needed, and runs once.
+// returns the pick stage's answer: the best candidate and its score (-1
+// when the filters kept none). Ties go to the rendezvous hash of the
+// request's first new block and each endpoint's ID, the same on every
+// router replica (within Config.LoadTieTolerance, when set), or to
+// Options.Random for a request without block keys. It runs Filter first if
+// needed, and runs once.
 func (s *Selection) Score() (best int, score float64) {
 	if s.scored {
 		return s.best, s.bestScore

@@ -133,7 +133,7 @@ func (r *Router) match(ctx context.Context, req *Request, endpoints []Endpoint) 
 // tells the admission, as a failed Match does (see Admission's Abandon),
 // so that an admission.Controller gives back at once the claim the
 // request's release from its queue took, instead of at the end of the
-// request's context or after its Settle.
+// request's context or after its settle time (admission.Config.Settle).
 func (s *Selection) Release() {
 	r := s.r
 	if r == nil {
