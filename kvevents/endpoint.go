@@ -105,9 +105,10 @@ type Endpoint struct {
 	// "sglang" and "noreplay" endpoints never replay: gaps are counted and
 	// logged only, and PoolConfig.Replay gives them no default address.
 	Engine EngineKind `json:"engine,omitempty"`
-	// Rank is the engine's data-parallel rank: vLLM offsets both socket
+	// Rank is the engine's data-parallel rank: vLLM offsets its socket
 	// TCP ports by it (rank r publishes on port+r, replays on
-	// replayPort+r). Only used for default addresses.
+	// replayPort+r), and kvroute offsets the snapshot port the same way.
+	// Only used for default addresses.
 	Rank int `json:"rank,omitempty"`
 	// Labels are matched by Options.Matcher.
 	Labels map[string]string `json:"labels,omitempty"`
