@@ -3,7 +3,6 @@ package kvevents
 import (
 	"context"
 	"errors"
-	"math"
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
@@ -56,57 +55,6 @@ func (st *stream) startReplayLocked(plan replayPlan) {
 	st.wg.Add(2)
 	go st.runReplay(ctx, cancel, s.gen, plan)
 	go st.watchReplay(ctx, cancel, s.gen, from, known)
-}
-
-// watchReplay cuts a replay short when live messages wait for it and it
-// has not covered them by ReplayGrace plus one second per ReplayMinRate
-// batches of the range; waiting for a replay slot counts.
-func (st *stream) watchReplay(ctx context.Context, cancel context.CancelCauseFunc, gen, from, known uint64) {
-	defer st.wg.Done()
-	tick := st.p.clock.NewTicker(max(st.p.cfg.ReplayGrace/8, 10*time.Millisecond))
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C():
-		}
-		st.lock()
-		s := &st.s
-		behind := false
-		if !s.closed && s.gen == gen && s.replaying && len(s.held) > 0 {
-			// The range to cover may be empty (a fresh engine's first live
-			// message is the replay's start): the grace alone applies then.
-			span := max(known, s.held[0].seq, from) - from
-			allowed := replayAllowance(st.p.cfg.ReplayGrace, span, st.p.cfg.ReplayMinRate)
-			covered := s.has && s.applied+1 >= s.held[0].seq
-			behind = !covered && st.p.clock.Now().Sub(s.replayStart) > allowed
-		}
-		st.unlock()
-		if behind {
-			cancel(errCutShort)
-			return
-		}
-	}
-}
-
-// replayAllowance is how long a replay of span batches may keep live
-// messages waiting: grace plus one second per rate batches, saturating at
-// the largest duration. A huge span (a live sequence far ahead of the
-// watermark) or a grace near the largest duration must not wrap to a
-// negative allowance that cuts the replay at the watchdog's first tick.
-func replayAllowance(grace time.Duration, span uint64, rate int) time.Duration {
-	r := uint64(max(rate, 1))
-	secs := span / r
-	if secs >= uint64(math.MaxInt64/time.Second) {
-		return math.MaxInt64
-	}
-	// The fraction of a second left is below one second: no overflow.
-	d := time.Duration(secs)*time.Second + time.Duration(float64(span%r)/float64(r)*float64(time.Second))
-	if grace > math.MaxInt64-d {
-		return math.MaxInt64
-	}
-	return grace + d
 }
 
 // runReplay fetches the batches from `from` on and applies them; see the
@@ -369,50 +317,6 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	})
 }
 
-// replayLimit is the highest sequence a replay from `from` may deliver
-// while the live stream shows messages on the current connection:
-// ReplayLookahead beyond the highest sequence the live stream or the
-// request has shown. The sequence a plan knows to exist is not part of
-// it: a repair's is the end of a hole, told by an earlier replay's
-// replies, and a bogus one must not widen the bound the replay is held
-// to.
-func (st *stream) replayLimit(from uint64) uint64 {
-	return addSat(max(st.lastSeen.Load(), from), st.p.cfg.ReplayLookahead)
-}
-
-// addSat is a+b, or the largest sequence when that overflows: a lookahead
-// of 2^64-1 is no bound, and a sequence near the top of the range (a
-// hostile publisher's) does not wrap the bound to a small one.
-func addSat(a, b uint64) uint64 {
-	if a > math.MaxUint64-b {
-		return math.MaxUint64
-	}
-	return a + b
-}
-
-// drainCoveredLocked applies, during a replay, the held live messages the
-// replay has covered up to, so they do not wait for the replay to end. It
-// reports whether nothing is held any more (and live messages were held):
-// the replay then has nothing left to wait for.
-func (st *stream) drainCoveredLocked(dec *wire.Decoder, b *wire.Batch) bool {
-	s := &st.s
-	if len(s.held) == 0 || !s.has {
-		return false
-	}
-	i := 0
-	for ; i < len(s.held) && s.held[i].seq <= s.applied+1; i++ {
-		st.sequenceLocked(s.held[i], dec, b)
-	}
-	if i == 0 {
-		return false
-	}
-	for _, it := range s.held[:i] {
-		s.heldBytes -= it.size()
-	}
-	s.held = s.held[i:]
-	return len(s.held) == 0
-}
-
 // lostRangeLocked handles sequences from..to that no replay can provide:
 // entries built before them may be stale, so the endpoint is cleared and
 // rebuilt from what follows.
@@ -425,22 +329,4 @@ func (st *stream) lostRangeLocked(from, to uint64) {
 	removed := st.clearLocked()
 	st.log.Warn("Replay cannot fill the gap: endpoint cleared, rebuilding from the replay window",
 		"from", from, "to", to, "blocks_removed", removed)
-}
-
-// drainHeldLocked runs the messages held during the replay through the
-// sequencing rules, in arrival order. If one of them starts another replay,
-// the rest are held again.
-func (st *stream) drainHeldLocked(dec *wire.Decoder, b *wire.Batch) {
-	held := st.s.held
-	st.s.held, st.s.heldBytes = nil, 0
-	for i := range held {
-		if st.s.replaying {
-			for _, it := range held[i:] {
-				st.s.held = append(st.s.held, it)
-				st.s.heldBytes += it.size()
-			}
-			return
-		}
-		st.sequenceLocked(held[i], dec, b)
-	}
 }
