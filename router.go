@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -162,10 +161,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Router, error) {
 		}
 	}
 	cfg = cfg.withDefaults()
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	log := opts.Log()
 	r := &Router{cfg: cfg, log: log, now: opts.Clk().Now, random: opts.Random, endpoints: map[string]Endpoint{}}
 	r.loraFingerprints = loraFingerprints(cfg.TowerConnectorLoRAPaths)
 	r.cfg.TowerConnectorLoRAPaths = nil // read once, here: a caller's later change to its map reaches nothing

@@ -2,7 +2,6 @@ package accuracy
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -109,11 +108,8 @@ func New(cfg Config, blockSize int, opts Options) (*Loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Logger, now: opts.Clk().Now, met: met, set: opts.Set,
+	l := &Loop{cfg: cfg.withDefaults(), bs: blockSize, log: opts.Log(), now: opts.Clk().Now, met: met, set: opts.Set,
 		eps: map[string]*window{}}
-	if l.log == nil {
-		l.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	if l.cfg.Resync {
 		l.resync = opts.Resync
 	}

@@ -1,8 +1,6 @@
 package affinity
 
 import (
-	"io"
-	"log/slog"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -201,10 +199,7 @@ func New(cfg Config, opts Options) (*Filter, error) {
 		return nil, err
 	}
 	cfg = cfg.WithDefaults()
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	logger := opts.Log()
 	f := &Filter{cfg: cfg, threshold: *cfg.AffinityThreshold, crowding: *cfg.CrowdingRatio, unbound: *cfg.CrowdingUnboundRatio, random: rand.Float64}
 	if opts.Random != nil {
 		f.random = opts.Random

@@ -3,7 +3,6 @@ package kvevents
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"maps"
 	"sync"
@@ -160,10 +159,7 @@ func NewApplier(cfg ApplierConfig, ix *kvindex.Index, opts Options) (*Applier, e
 			return nil, err
 		}
 	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	log := opts.Log()
 	return &Applier{ix: ix, model: cfg.Model, m: m, log: log, eps: xsync.NewMapOf[string, *endpointState](),
 		loras: maps.Clone(cfg.LoRANames), bs: ix.BlockSize(), maxSide: cfg.MaxResizedBlocksPerEndpoint, window: cfg.SlidingWindow,
 		sizes: xsync.NewMapOf[string, int]()}, nil

@@ -2,7 +2,6 @@ package telemetry
 
 import (
 	"errors"
-	"io"
 	"log/slog"
 	"time"
 
@@ -26,8 +25,10 @@ type Set struct {
 	Clock Clock `json:"-"`
 }
 
-// discard is the logger of a Set without one.
-var discard = slog.New(slog.NewTextHandler(io.Discard, nil))
+// discard is the logger of a Set without one. Its handler is disabled at
+// every level, so a component built without a logger does not even format
+// the records it would log.
+var discard = slog.New(slog.DiscardHandler)
 
 // Log returns the Set's logger, or one that discards.
 func (s Set) Log() *slog.Logger {

@@ -1,6 +1,7 @@
 package telemetry
 
 import (
+	"log/slog"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 func TestZeroSetIsQuiet(t *testing.T) {
 	var s Set
 	s.Log().Info("discarded")
+	require.False(t, s.Log().Enabled(t.Context(), slog.LevelError), "no logger: records are dropped before they are formatted")
 	_, span := s.Tracer("t").Start(t.Context(), "x")
 	span.End()
 	require.False(t, span.SpanContext().IsValid(), "no provider, no spans")

@@ -3,7 +3,6 @@ package tokenload
 import (
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"sync"
 	"time"
@@ -175,11 +174,8 @@ func NewRequestTable(cfg RequestTableConfig, opts Options) (*RequestTable, error
 		cfg.TTL = DefaultTrackedRequestTTL
 	}
 	clk := opts.Clk()
-	t := &RequestTable{max: cfg.MaxRequests, ttl: cfg.TTL, now: clk.Now, clock: clk, log: opts.Logger,
+	t := &RequestTable{max: cfg.MaxRequests, ttl: cfg.TTL, now: clk.Now, clock: clk, log: opts.Log(),
 		m: map[string]*tableEntry{}, ids: map[string]prometheus.Counter{}, warned: map[string]time.Time{}}
-	if t.log == nil {
-		t.log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
 	t.head.prev, t.head.next = &t.head, &t.head
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_tokenload_request_ids_total",

@@ -1,7 +1,6 @@
 package tokenload
 
 import (
-	"io"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -56,10 +55,7 @@ type Tracker struct {
 // endpoint removals at debug level; nothing is logged per request.
 // opts.Clock is not used.
 func NewTracker(opts Options) (*Tracker, error) {
-	logger := opts.Logger
-	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
+	logger := opts.Log()
 	t := &Tracker{endpoints: xsync.NewMapOf[string, *counters](), log: logger, set: opts.Set}
 	if opts.Registerer != nil {
 		c := newCollector(t)
