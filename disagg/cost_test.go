@@ -106,6 +106,44 @@ func TestCostRuleStallCap(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A huge estimate compares as huge: a queue of billions of tokens, or a
+// throughput configured near zero, saturates at the largest Duration
+// instead of wrapping to a negative one, so the side it weighs on loses
+// the comparison (the transfer latency added to a saturated split
+// estimate does not wrap it either).
+func TestCostHugeEstimateSaturates(t *testing.T) {
+	c := costConfig()
+	queued := Estimate{DecodeQueued: 4096, DecodeUncached: 8192, PrefillUncached: 8192}
+	require.True(t, c.SplitCheaper(queued), "the base case splits")
+
+	hugePrefill := queued
+	hugePrefill.PrefillQueued = math.MaxInt64
+	require.Equal(t, time.Duration(math.MaxInt64), c.SplitTTFT(hugePrefill))
+	require.False(t, c.SplitCheaper(hugePrefill), "a huge prefill queue keeps the prompt local")
+	hugePrefill.PrefillUncached = math.MaxInt64 // the two counts' sum overflows int64
+	require.Equal(t, time.Duration(math.MaxInt64), c.SplitTTFT(hugePrefill))
+	require.False(t, c.SplitCheaper(hugePrefill))
+
+	hugeDecode := queued
+	hugeDecode.DecodeQueued = math.MaxInt64
+	require.Equal(t, time.Duration(math.MaxInt64), c.LocalTTFT(hugeDecode))
+	require.True(t, c.SplitCheaper(hugeDecode), "a huge decode queue splits")
+
+	slowTransfer := c
+	slowTransfer.TransferTokensPerSecond = 1e-300 // a valid, finite throughput
+	require.NoError(t, slowTransfer.Validate())
+	require.Equal(t, time.Duration(math.MaxInt64), slowTransfer.SplitTTFT(queued))
+	require.False(t, slowTransfer.SplitCheaper(queued), "an endless transfer keeps the prompt local")
+
+	slowPrefill := c
+	slowPrefill.PrefillTokensPerSecond, slowPrefill.DecodeStallWeight = 5e-324, 0 // own time +Inf, times no stall
+	require.Equal(t, time.Duration(math.MaxInt64), slowPrefill.LocalTTFT(Estimate{DecodeUncached: 1}))
+
+	require.Equal(t, 1500*time.Millisecond, seconds(1.5))
+	require.Equal(t, time.Duration(math.MinInt64), seconds(math.Inf(-1)))
+	require.Equal(t, time.Duration(math.MaxInt64), seconds(math.NaN()))
+}
+
 // Through a real Router: with the cost rule on, a long new prompt on an
 // idle fleet stays on its decoder (counted local_faster); once that
 // decoder has a long prompt queued, the next one on it is split to the

@@ -1,6 +1,7 @@
 package disagg
 
 import (
+	"math"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -101,8 +102,13 @@ type Estimate struct {
 // lacks (TransferLatency plus DecodeUncached at TransferTokensPerSecond).
 func (c Config) SplitTTFT(e Estimate) time.Duration {
 	c = c.WithDefaults()
-	return seconds(float64(max(e.PrefillQueued, 0)+max(e.PrefillUncached, 0))/c.PrefillTokensPerSecond+
-		float64(max(e.DecodeUncached, 0))/c.TransferTokensPerSecond) + max(c.TransferLatency, 0)
+	d := seconds((float64(max(e.PrefillQueued, 0))+float64(max(e.PrefillUncached, 0)))/c.PrefillTokensPerSecond +
+		float64(max(e.DecodeUncached, 0))/c.TransferTokensPerSecond)
+	lat := max(c.TransferLatency, 0)
+	if d > math.MaxInt64-lat {
+		return math.MaxInt64 // saturated: the latency must not wrap it
+	}
+	return d + lat
 }
 
 // LocalTTFT is the estimated time to first token of prefilling on the
@@ -137,4 +143,18 @@ func (c Config) SplitCheaperBelowThreshold(e Estimate) bool {
 	return c.SplitCheaper(e)
 }
 
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+// seconds converts an estimate in seconds to a Duration, saturating at the
+// largest and smallest Duration: a huge estimate (a queue of billions of
+// tokens, or a throughput configured near zero) compares as huge instead of
+// wrapping to a negative Duration that flips the cost rule. NaN, which only
+// an infinite term times a zero one yields, saturates at the largest too.
+func seconds(s float64) time.Duration {
+	ns := s * float64(time.Second)
+	switch {
+	case ns >= math.MaxInt64 || math.IsNaN(ns): // float64(MaxInt64) is 2^63, itself out of range
+		return math.MaxInt64
+	case ns <= math.MinInt64:
+		return math.MinInt64
+	}
+	return time.Duration(ns)
+}
