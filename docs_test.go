@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path"
 	"regexp"
 	"slices"
 	"sort"
@@ -98,6 +99,19 @@ func TestREADMEPackagesTableListsEachPackageOnce(t *testing.T) {
 		seen[m[1]] = true
 	}
 	require.Greater(t, len(seen), 10, "the Packages table's rows were found")
+
+	// Every library package of the workspace is in the table: a row of its
+	// own, or named in its parent's row by its path or its last element
+	// (`gatewaycmd`, `otlptest`).
+	for _, p := range workspacePackages(t) {
+		rel, ok := libraryPackage(p)
+		if !ok {
+			continue
+		}
+		if !strings.Contains(table, "`"+rel+"`") && !strings.Contains(table, "`"+path.Base(rel)+"`") {
+			t.Errorf("the README's Packages table does not name %s", rel)
+		}
+	}
 }
 
 // modulePath is the root module's import path, which every package path
