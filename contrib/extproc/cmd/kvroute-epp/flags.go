@@ -113,8 +113,9 @@ type flags struct {
 	llmdServer                        llmdServerFlags // the llm-d router EPP's server flags (llmdserver.go)
 }
 
-func parseFlags(args []string, stderr io.Writer) (flags, error) {
-	var f flags
+// newFlagSet returns kvroute-epp's flags, each setting its field of f,
+// writing its errors to stderr.
+func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("kvroute-epp", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.IntVar(&f.grpcPort, "grpc-port", 9002, "ext_proc gRPC port Envoy calls")
@@ -122,7 +123,7 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus /metrics port")
 	fs.StringVar(&f.listenHost, "listen-host", "", "address to listen on (empty: all interfaces)")
 	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool whose Ready pods are the endpoints")
-	fs.StringVar(&f.poolNamespace, "pool-namespace", envOr("POD_NAMESPACE", envOr("NAMESPACE", "default")), "namespace of the pool and its pods (default: $POD_NAMESPACE, else $NAMESPACE, which llm-d's router chart sets, else default)")
+	fs.StringVar(&f.poolNamespace, "pool-namespace", "", "namespace of the pool and its pods (empty: $POD_NAMESPACE, else $NAMESPACE, which llm-d's router chart sets, else default)")
 	fs.StringVar(&f.poolGroup, "pool-group", "inference.networking.k8s.io", "API group of the InferencePool (inference.networking.k8s.io for v1, inference.networking.x-k8s.io for v1alpha2)")
 	fs.StringVar(&f.configPath, "config", "", "router configuration file (YAML or JSON): kvroute's keys, or an llm-d EndpointPickerConfig whole")
 	fs.BoolVar(&f.strictConfig, "strict-config", false, "refuse to start when the --config file has llm-d settings kvroute does not carry over (default: log each and start)")
@@ -165,11 +166,20 @@ func parseFlags(args []string, stderr io.Writer) (flags, error) {
 	fs.StringVar(&f.engineMetricsConfig, "engine-metrics-config", "", "engine metrics scraper configuration file (YAML or JSON, package enginemetrics' keys): the admission also reads each engine's vLLM queue and KV-cache metrics, and the LoRA scorer reads its adapters with these settings (needs --admission-config or --lora-config)")
 	fs.StringVar(&f.loraConfig, "lora-config", "", "LoRA adapter-affinity scorer configuration file (YAML or JSON, package lora's keys; {} for the defaults): a request for an adapter prefers the engines already running it, as each engine's vllm:lora_requests_info says (scraped with --engine-metrics-config's settings, or the scraper's defaults) (default: off)")
 	addStopFlags(fs, &f.stop)
-	addUpstreamFlags(fs, &f)
-	addLLMDFlags(fs, &f)
-	addLLMDServerFlags(fs, &f)
+	addUpstreamFlags(fs, f)
+	addLLMDFlags(fs, f)
+	addLLMDServerFlags(fs, f)
+	return fs
+}
+
+func parseFlags(args []string, stderr io.Writer) (flags, error) {
+	var f flags
+	fs := newFlagSet(&f, stderr)
 	if err := cliflag.Parse(fs, args, os.Stdout); err != nil {
 		return f, err
+	}
+	if f.poolNamespace == "" {
+		f.poolNamespace = envOr("POD_NAMESPACE", envOr("NAMESPACE", "default"))
 	}
 	f.ignored = setIgnoredFlags(fs)
 	if err := checkLLMDFlags(&f); err != nil {

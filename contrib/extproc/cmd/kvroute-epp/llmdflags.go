@@ -45,7 +45,7 @@ func addLLMDFlags(fs *flag.FlagSet, f *flags) {
 	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "the llm-d router picker's high availability: the replicas compete for a coordination.k8s.io Lease in --pool-namespace and only its holder is ready (the others stand by, not ready, and take over when it goes), so that one picker sees all the load; needs --pool-name or --endpoint-selector")
 	fs.StringVar(&f.leaseName, "ha-lease-name", "", "with --ha-enable-leader-election, the Lease's name (default: llm-d's, epp-<pool namespace>-<pool name, or with --endpoint-selector the Deployment of $POD_NAME>.llm-d.ai)")
 	f.tracing.on = true // llm-d's default
-	fs.Var(&f.tracing, "tracing", "export spans over OTLP to the collector OTEL_EXPORTER_OTLP_ENDPOINT names (default true, as llm-d's router picker; over gRPC and sampling a tenth of new traces unless the OTEL_* variables say otherwise; nothing is exported without an endpoint)")
+	fs.Var(&f.tracing, "tracing", "export spans over OTLP to the collector OTEL_EXPORTER_OTLP_ENDPOINT names, as llm-d's router picker does: over gRPC and sampling a tenth of new traces unless the OTEL_* variables say otherwise; nothing is exported without an endpoint")
 	fs.StringVar(&f.configText, "config-text", "", "the router configuration inline, read as a --config file is (YAML or JSON, kvroute's keys or an llm-d EndpointPickerConfig whole); instead of --config or --config-file")
 }
 

@@ -154,7 +154,8 @@ func TestEndpointSelectorFlags(t *testing.T) {
 
 // Without --pool-namespace the pool's namespace is $POD_NAMESPACE, as
 // kvroute's manifests set it, else $NAMESPACE, as llm-d's router chart sets
-// it (passing no --pool-namespace with --endpoint-selector), else default.
+// it (passing no --pool-namespace with --endpoint-selector), else default;
+// an empty --pool-namespace is none given.
 func TestPoolNamespaceDefault(t *testing.T) {
 	args := []string{"--endpoint-selector", "app=vllm", "--endpoint-target-ports", "8000"}
 	for _, c := range []struct{ podNS, ns, want string }{
@@ -167,6 +168,9 @@ func TestPoolNamespaceDefault(t *testing.T) {
 		f, err := parseFlags(args, io.Discard)
 		require.NoError(t, err)
 		require.Equal(t, c.want, f.poolNamespace, c)
+		f, err = parseFlags(append(args, "--pool-namespace", ""), io.Discard)
+		require.NoError(t, err)
+		require.Equal(t, c.want, f.poolNamespace, "an empty --pool-namespace is no namespace given: %v", c)
 		f, err = parseFlags(append(args, "--pool-namespace", "given"), io.Discard)
 		require.NoError(t, err)
 		require.Equal(t, "given", f.poolNamespace)

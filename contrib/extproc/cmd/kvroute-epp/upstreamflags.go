@@ -27,7 +27,7 @@ var ignoredFlags = map[string]string{
 
 // addUpstreamFlags defines the upstream flags of this file on fs.
 func addUpstreamFlags(fs *flag.FlagSet, f *flags) {
-	fs.BoolVar(&f.healthChecking, "health-checking", true, "serve the gRPC health service on the ext_proc port too, as the Inference Extension picker's --health-checking does (default true, as kvroute-epp always has; false leaves only the ext_proc service there, --grpc-health-port serves health either way)")
+	fs.BoolVar(&f.healthChecking, "health-checking", true, "serve the gRPC health service on the ext_proc port too, as kvroute-epp always has and the Inference Extension picker's --health-checking does; false leaves only the ext_proc service there (--grpc-health-port serves health either way)")
 	fs.Func("zap-log-level", "the Inference Extension picker's name for --log-level: debug, info, error, panic (nothing is logged), or an integer above 0 (debug)", func(s string) error {
 		lvl, err := zapLogLevel(s)
 		if err == nil {
