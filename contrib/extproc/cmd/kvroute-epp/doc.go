@@ -103,7 +103,9 @@
 // once health reports NOT_SERVING (then kvroute's own
 // --shutdown-timeout, 10s, lets ext_proc's streams in flight finish and
 // --metrics-shutdown-timeout, 5s, the metrics port's requests, before
-// each is cut); --grpc-max-recv-msg-size and
+// each is cut, and with --tracing, --tracing-flush-timeout, 10s, the
+// spans still batched, before they are dropped; the pod's grace period
+// must cover the four); --grpc-max-recv-msg-size and
 // --grpc-max-send-msg-size bound ext_proc's messages, given as quantities
 // such as 10MiB or 25MB (default grpc-go's: 4MiB received, no bound sent);
 // --tls-min-version and --tls-cipher-suites apply to --secure-serving.

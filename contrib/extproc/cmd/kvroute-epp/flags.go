@@ -107,7 +107,7 @@ type flags struct {
 	certPath                          string
 	enableCertReload                  bool
 	healthChecking                    bool
-	stop                              stopTimeouts    // --shutdown-timeout, --metrics-shutdown-timeout (stopservers.go)
+	stop                              stopTimeouts    // --shutdown-timeout, --metrics-shutdown-timeout, --tracing-flush-timeout (stopservers.go)
 	ignored                           []string        // upstream flags given that do not apply (upstreamflags.go)
 	llmdFlags                                         // the llm-d router picker's flags (llmdflags.go)
 	llmdServer                        llmdServerFlags // the llm-d router EPP's server flags (llmdserver.go)

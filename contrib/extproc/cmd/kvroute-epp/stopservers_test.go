@@ -79,14 +79,15 @@ func TestStopServersCutsAStreamPastTheShutdownTimeout(t *testing.T) {
 
 // Zero is each stop timeout's default; a negative one is refused.
 func TestStopTimeoutFlags(t *testing.T) {
-	require.Equal(t, stopTimeouts{grpc: 10 * time.Second, metrics: 5 * time.Second}, stopTimeouts{}.withDefaults())
+	require.Equal(t, stopTimeouts{grpc: 10 * time.Second, metrics: 5 * time.Second, tracing: 10 * time.Second}, stopTimeouts{}.withDefaults())
 	f, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000"}, io.Discard)
 	require.NoError(t, err)
 	require.Equal(t, stopTimeouts{}, f.stop)
-	f, err = parseFlags([]string{"--endpoints", "10.0.0.1:8000", "--shutdown-timeout", "1m", "--metrics-shutdown-timeout", "2s"}, io.Discard)
+	f, err = parseFlags([]string{"--endpoints", "10.0.0.1:8000", "--shutdown-timeout", "1m", "--metrics-shutdown-timeout", "2s", "--tracing-flush-timeout", "3s"}, io.Discard)
 	require.NoError(t, err)
-	require.Equal(t, stopTimeouts{grpc: time.Minute, metrics: 2 * time.Second}, f.stop)
-	for _, name := range []string{"--shutdown-timeout", "--metrics-shutdown-timeout"} {
+	require.Equal(t, stopTimeouts{grpc: time.Minute, metrics: 2 * time.Second, tracing: 3 * time.Second}, f.stop)
+	require.Equal(t, f.stop, f.stop.withDefaults(), "a given timeout is kept")
+	for _, name := range []string{"--shutdown-timeout", "--metrics-shutdown-timeout", "--tracing-flush-timeout"} {
 		_, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000", name, "-1s"}, io.Discard)
 		require.ErrorContains(t, err, name)
 		_, err = parseFlags([]string{"--endpoints", "10.0.0.1:8000", name, "10"}, io.Discard)

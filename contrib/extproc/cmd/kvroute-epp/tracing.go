@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -29,12 +28,9 @@ import (
 // silent: llm-d's router picker's protocol and sampling ratio.
 var tracingDefaults = otlpenv.Config{ServiceName: "kvroute-epp", Protocol: otlpenv.ProtocolGRPC, SampleRatio: 0.1}
 
-// tracingFlushTimeout bounds the final export of batched spans at exit.
-const tracingFlushTimeout = 10 * time.Second
-
 // startTracing returns the tracer provider --tracing and the environment
 // ask for (nil when nothing is exported) and the function that flushes and
-// shuts it down at exit.
+// shuts it down at exit, within --tracing-flush-timeout.
 func startTracing(ctx context.Context, f flags, log *slog.Logger) (trace.TracerProvider, func(), error) {
 	if !f.tracing.on {
 		return nil, func() {}, nil
@@ -50,8 +46,9 @@ func startTracing(ctx context.Context, f flags, log *slog.Logger) (trace.TracerP
 		return nil, func() {}, nil
 	}
 	log.Info("exporting traces over OTLP", "protocol", s.Protocol, "endpoint", s.Endpoint)
+	flush := f.stop.withDefaults().tracing
 	return tp, func() {
-		sctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		sctx, cancel := context.WithTimeout(context.Background(), flush)
 		defer cancel()
 		if err := tp.Shutdown(sctx); err != nil {
 			log.Warn("flushing traces at exit failed", "err", err)
