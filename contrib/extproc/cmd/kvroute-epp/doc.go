@@ -91,8 +91,10 @@
 // unknown tokens cannot make the picker flood the API server. Reviews are
 // also started at most --metrics-auth-review-rate (2) a second, twice that
 // at once: a caller over it is answered 503 unreviewed too, counted as
-// throttled, at once rather than queued by client-go's own limit (5
-// requests a second) ahead of the scrapers' reviews.
+// throttled, at once rather than queued by client-go ahead of the
+// scrapers' reviews: they go through a Kubernetes client of their own,
+// limited to what the rate lets through (two requests a review, at the
+// rate and at once) instead of client-go's default 5 requests a second.
 // /ready stays open, as the kubelet probes it without a token. With
 // --endpoints kvroute-epp has no Kubernetes client, so there the flag
 // defaults to false and true is an error. --metrics-cert-dir serves the

@@ -9,13 +9,23 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// kubeClients builds the Kubernetes clients discovery needs: restClients,
-// which tests replace with fake clientsets.
+// kubeClients builds the Kubernetes clients discovery and the metrics
+// port's reviews need: restClients, which tests replace with fake
+// clientsets.
 var kubeClients = restClients
 
-// restClients builds the Kubernetes clients discovery needs, from
+// clientLimits is a Kubernetes client's client-side rate limit: qps
+// requests a second, burst at once, shared by every API group of the
+// clientset. The zero value leaves client-go's default, rest.DefaultQPS
+// and rest.DefaultBurst (5 and 10) for each API group's client apart.
+type clientLimits struct {
+	qps   float32
+	burst int
+}
+
+// restClients builds the Kubernetes clients limited by limits, from
 // kubeconfig or, when it is empty, the in-cluster configuration.
-func restClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, error) {
+func restClients(kubeconfig string, limits clientLimits) (kubernetes.Interface, dynamic.Interface, error) {
 	var (
 		rc  *rest.Config
 		err error
@@ -27,6 +37,9 @@ func restClients(kubeconfig string) (kubernetes.Interface, dynamic.Interface, er
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	if limits != (clientLimits{}) {
+		rc.QPS, rc.Burst = limits.qps, limits.burst
 	}
 	kube, err := kubernetes.NewForConfig(rc)
 	if err != nil {

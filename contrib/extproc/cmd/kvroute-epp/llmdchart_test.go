@@ -54,7 +54,7 @@ func fakeCluster(t *testing.T, ns, pool string) {
 	}}
 	var mu sync.Mutex
 	old := kubeClients
-	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) {
+	kubeClients = func(string, clientLimits) (kubernetes.Interface, dynamic.Interface, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		kube := fake.NewClientset(p)

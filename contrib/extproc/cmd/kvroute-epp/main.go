@@ -169,7 +169,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var ha *leader           // with --ha-enable-leader-election
 	var poolD *k8s.Discovery // following the InferencePool or the endpoint selector
 	if pool, ok := poolDiscovery(f); ok || f.renderSelector != "" {
-		kube, dyn, err := kubeClients(f.kubeconfig)
+		kube, dyn, err := kubeClients(f.kubeconfig, clientLimits{})
 		if err != nil {
 			return err
 		}

@@ -27,9 +27,10 @@ const (
 	defaultMetricsAuthMaxInFlight = 8
 	// defaultMetricsAuthReviewRate bounds the reviews started a second
 	// (authrate.go), two seconds' worth at once: at two API requests a
-	// review, within client-go's default limit on the picker's Kubernetes
-	// client (5 requests a second, 10 at once), so that reviews are refused
-	// by the picker rather than queued by client-go.
+	// review, 4 requests a second and 8 at once on the reviews' own
+	// Kubernetes client, limited to just that (reviewClientLimits), so
+	// that reviews are refused by the picker rather than queued by
+	// client-go.
 	defaultMetricsAuthReviewRate = 2.0
 )
 

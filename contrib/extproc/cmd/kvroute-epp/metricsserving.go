@@ -44,14 +44,17 @@ type metricsServing struct {
 // newMetricsServing loads l's certificates, reloaded as they change and
 // counted in reloads when it is not nil (--enable-cert-reload), and, with
 // --metrics-endpoint-auth, a Kubernetes client from kubeconfig for the
-// reviews. Close it when done.
+// reviews, of their own and limited to their rate. Close it when done.
 func newMetricsServing(l *llmdServerFlags, kubeconfig string, reloads *prometheus.CounterVec, set telemetry.Set) (*metricsServing, error) {
 	m := &metricsServing{pprof: l.enablePprof, log: set.Log(), watch: newMetricsWatcher(), set: set}
 	if err := set.Register(m.watch.HeaderTimeouts, m.watch.Refused); err != nil {
 		return nil, err
 	}
 	if l.metricsAuth {
-		kube, _, err := kubeClients(kubeconfig)
+		// The reviews' own client, limited to what the review rate lets
+		// through: the rate, not client-go's default, bounds them.
+		limits := reviewClientLimits(l.metricsAuthConfig.withDefaults().reviewRate)
+		kube, _, err := kubeClients(kubeconfig, limits)
 		if err != nil {
 			m.close()
 			return nil, fmt.Errorf("--metrics-endpoint-auth: %w", err)

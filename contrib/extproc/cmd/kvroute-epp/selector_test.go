@@ -36,7 +36,7 @@ import (
 func fakeKube(t *testing.T, kube kubernetes.Interface) {
 	t.Helper()
 	prev := kubeClients
-	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) { return kube, nil, nil }
+	kubeClients = func(string, clientLimits) (kubernetes.Interface, dynamic.Interface, error) { return kube, nil, nil }
 	t.Cleanup(func() { kubeClients = prev })
 }
 
@@ -189,7 +189,7 @@ func TestRunWithoutInferencePoolCRDSaysSo(t *testing.T) {
 	dyn.PrependReactor("list", "inferencepools", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, notFound })
 	dyn.PrependWatchReactor("inferencepools", func(k8stesting.Action) (bool, watch.Interface, error) { return true, nil, notFound })
 	prev := kubeClients
-	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) {
+	kubeClients = func(string, clientLimits) (kubernetes.Interface, dynamic.Interface, error) {
 		return fake.NewClientset(readyPod("llm", "vllm-0", "127.0.0.1", map[string]string{"app": "vllm"})), dyn, nil
 	}
 	t.Cleanup(func() { kubeClients = prev })
@@ -219,7 +219,7 @@ func TestRunWithoutPodListRBACSaysSo(t *testing.T) {
 		errors.New(`User "system:serviceaccount:llm:kvroute-epp" cannot list resource "pods"`))
 	kube.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, forbidden })
 	prev := kubeClients
-	kubeClients = func(string) (kubernetes.Interface, dynamic.Interface, error) { return kube, nil, nil }
+	kubeClients = func(string, clientLimits) (kubernetes.Interface, dynamic.Interface, error) { return kube, nil, nil }
 	t.Cleanup(func() { kubeClients = prev })
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

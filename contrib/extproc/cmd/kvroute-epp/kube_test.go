@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// The reviews' client lets through what the review bucket starts, two
+// requests a review, at its rate and at once: client-go's default (5
+// requests a second) would queue the reviews of a rate above 2.5.
+func TestReviewClientLimitsCoverTheReviewRate(t *testing.T) {
+	for rate, want := range map[float64]clientLimits{
+		defaultMetricsAuthReviewRate: {qps: 4, burst: 8},
+		0.5:                          {qps: 1, burst: 2},
+		10:                           {qps: 20, burst: 40},
+		0.01:                         {qps: 0.02, burst: 2}, // a bucket holds one review at least
+	} {
+		got := reviewClientLimits(rate)
+		require.Equal(t, want, got, "rate %v", rate)
+		require.GreaterOrEqual(t, float64(got.burst), requestsPerReview*newReviewBucket(rate, metricsAuthClock.Now()).burst)
+	}
+}
+
+// kubeconfigFile writes a kubeconfig naming a loopback API server (never
+// dialled: building a client does not connect) and returns its path.
+func kubeconfigFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, os.WriteFile(p, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600))
+	return p
+}
+
+// The client restClients builds with limits has them, one bucket shared by
+// the TokenReviews' and SubjectAccessReviews' API groups; without limits
+// (discovery's client) each group keeps client-go's default.
+func TestRestClientsTakeTheLimits(t *testing.T) {
+	path := kubeconfigFile(t)
+	kube, _, err := restClients(path, reviewClientLimits(0.01))
+	require.NoError(t, err)
+	cs := kube.(*kubernetes.Clientset)
+	authn := cs.AuthenticationV1().RESTClient().GetRateLimiter()
+	authz := cs.AuthorizationV1().RESTClient().GetRateLimiter()
+	require.True(t, authn == authz, "the reviews' two requests share one limit")
+	require.InDelta(t, 0.02, authn.QPS(), 1e-6)
+	// Two requests at once (one review, the bucket's burst), then none
+	// for 50 s at 0.02 a second: the third is refused whenever it comes.
+	require.True(t, authn.TryAccept())
+	require.True(t, authz.TryAccept())
+	require.False(t, authn.TryAccept(), "a burst of two requests")
+
+	kube, _, err = restClients(path, clientLimits{})
+	require.NoError(t, err)
+	cs = kube.(*kubernetes.Clientset)
+	authn = cs.AuthenticationV1().RESTClient().GetRateLimiter()
+	require.False(t, authn == cs.AuthorizationV1().RESTClient().GetRateLimiter())
+	require.InDelta(t, 5, authn.QPS(), 1e-6, "client-go's default")
+}
+
+// --metrics-endpoint-auth asks kubeClients for the reviews' client with
+// the limits of --metrics-auth-review-rate (or its default).
+func TestMetricsAuthClientIsLimitedToTheReviewRate(t *testing.T) {
+	defer leakcheck.Check(t)()
+	prev := kubeClients
+	t.Cleanup(func() { kubeClients = prev })
+	var asked []clientLimits
+	kubeClients = func(_ string, l clientLimits) (kubernetes.Interface, dynamic.Interface, error) {
+		asked = append(asked, l)
+		return kubefake.NewClientset(), nil, nil
+	}
+	for _, rate := range []float64{0, 3} {
+		l := llmdServerFlags{metricsAuth: true, metricsAuthConfig: metricsAuthConfig{reviewRate: rate}}
+		m, err := newMetricsServing(&l, "", nil, telemetry.Set{Registerer: prometheus.NewRegistry()})
+		require.NoError(t, err)
+		m.close()
+	}
+	require.Equal(t, []clientLimits{{qps: 4, burst: 8}, {qps: 6, burst: 12}}, asked)
+}
