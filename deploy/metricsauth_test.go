@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/yaml"
@@ -46,27 +45,6 @@ func TestManifestsMetricsEndpointAuth(t *testing.T) {
 	require.NoError(t, yaml.UnmarshalStrict(on["ClusterRole"][0], &cr))
 	require.Equal(t, []string{"/metrics"}, cr.Rules[0].NonResourceURLs)
 	require.Equal(t, []string{"get"}, cr.Rules[0].Verbs)
-}
-
-// After SIGTERM kvroute-epp keeps serving ext_proc for --drain-timeout
-// (30s, llm-d's default), then drains its streams (up to 10s) and writes
-// the index checkpoint: both Deployments give it more than the default 30s
-// grace period before the kubelet kills it.
-func TestManifestsGraceCoversTheDrainWindow(t *testing.T) {
-	grace := func(doc []byte) int64 {
-		var d appsv1.Deployment
-		require.NoError(t, yaml.UnmarshalStrict(doc, &d))
-		require.NotNil(t, d.Spec.Template.Spec.TerminationGracePeriodSeconds, d.Name)
-		return *d.Spec.Template.Spec.TerminationGracePeriodSeconds
-	}
-	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
-	require.NoError(t, err)
-	for _, doc := range splitDocs(t, "deployment.yaml", b) {
-		if strings.Contains(string(doc), "kind: Deployment") {
-			require.GreaterOrEqual(t, grace(doc), int64(30+10+10))
-		}
-	}
-	require.GreaterOrEqual(t, grace(chartObjects(t, loadSchemas(t), minimalValues)["Deployment"][0]), int64(30+10+10))
 }
 
 // With metricsEndpointAuth, the chart's own ServiceMonitor must send a

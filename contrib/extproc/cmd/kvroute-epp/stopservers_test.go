@@ -6,6 +6,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"testing"
 	"time"
 
@@ -93,4 +95,27 @@ func TestStopTimeoutFlags(t *testing.T) {
 		_, err = parseFlags([]string{"--endpoints", "10.0.0.1:8000", name, "10"}, io.Discard)
 		require.ErrorContains(t, err, name[2:], "a duration string, with its unit")
 	}
+}
+
+// kvroute's chart checks that the pod's grace period covers the picker's
+// stop after SIGTERM, reckoned with these defaults where its flags do not
+// say: its template states the picker's own.
+func TestChartStopDefaultsAreThePickers(t *testing.T) {
+	b, err := os.ReadFile("../../../../deploy/helm/kvroute-epp/templates/deployment.yaml")
+	require.NoError(t, err)
+	line := regexp.MustCompile(`\$stop := dict (.*) -}}`).FindSubmatch(b)
+	require.NotNil(t, line, "the template's $stop dict")
+	chart := map[string]time.Duration{}
+	for _, m := range regexp.MustCompile(`"([a-z-]+)" "([^"]+)"`).FindAllSubmatch(line[1], -1) {
+		d, err := time.ParseDuration(string(m[2]))
+		require.NoError(t, err)
+		chart[string(m[1])] = d
+	}
+	d := stopTimeouts{}.withDefaults()
+	require.Equal(t, map[string]time.Duration{
+		"drain-timeout":            defaultDrainTimeout,
+		"shutdown-timeout":         d.grpc,
+		"metrics-shutdown-timeout": d.metrics,
+		"tracing-flush-timeout":    d.tracing,
+	}, chart)
 }
