@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -133,31 +132,6 @@ type Replica struct {
 	testHookApplyDelta func() // tests: runs as applyDelta is about to take viewsMu
 }
 
-// stats are the counters tests and benchmarks read (the metrics carry the same).
-type stats struct {
-	commands, published, publishedBytes, messages, dropped, applied, reads, deltas atomic.Int64
-}
-
-// Stats is a snapshot of a replica's counters.
-type Stats struct {
-	// Commands is the number of Redis commands sent.
-	Commands int64
-	// Published, PublishedBytes and Messages count the decisions shared,
-	// their bytes and the messages that carried them.
-	Published, PublishedBytes, Messages int64
-	// Dropped counts decisions not shared (queue full or Redis error).
-	Dropped int64
-	// Applied counts peers' decisions applied to the index.
-	Applied int64
-	// Reads counts completed reads of the peers' records.
-	Reads int64
-	// Deltas counts this replica's load changes published (they travel in
-	// the decision messages, so PublishedBytes includes them).
-	Deltas int64
-	// Degraded reports whether the replica routes on local state only.
-	Degraded bool
-}
-
 // New joins the pool: it registers the replica, reads the live peers once
 // (so Peers is populated when New returns and Redis is reachable) and starts
 // the background work. index receives the peers' decisions; tracker is the
@@ -273,13 +247,6 @@ func (r *Replica) Degraded() bool {
 	return r.degraded
 }
 
-// Stats returns the replica's counters.
-func (r *Replica) Stats() Stats {
-	return Stats{Commands: r.stats.commands.Load(), Published: r.stats.published.Load(),
-		PublishedBytes: r.stats.publishedBytes.Load(), Messages: r.stats.messages.Load(),
-		Dropped: r.stats.dropped.Load(), Applied: r.stats.applied.Load(), Reads: r.stats.reads.Load(), Deltas: r.stats.deltas.Load(), Degraded: r.Degraded()}
-}
-
 // Close leaves the pool: it stops the background work, deletes the
 // replica's record (so the peers drop its load at their next read rather
 // than at lease expiry), closes the Redis client it built and unregisters
@@ -330,199 +297,4 @@ func (r *Replica) loop(period time.Duration, fn func(), wake <-chan struct{}) {
 func (r *Replica) countCommands(n int) {
 	r.stats.commands.Add(int64(n))
 	r.met.commands.Add(float64(n))
-}
-
-// refresh publishes the local load and renews the lease: SET record PX
-// lease, SADD members and PEXPIRE members lease, pipelined (one round
-// trip).
-func (r *Replica) refresh() {
-	if r.skipRefresh() {
-		return // only reads failed: the read loop probes Redis; the first refresh after recovery re-registers
-	}
-	seq, loads, left := r.localLoad()
-	for i, n := range left {
-		if n > 0 {
-			r.met.recordLoadsDropped[i].Add(float64(n))
-		}
-	}
-	if r.testHookRefresh != nil {
-		r.testHookRefresh()
-	}
-	rec := encodeRecord(nil, r.cfg.SnapshotURL, uint64(r.now().UnixMilli()), seq, loads, r.ownQueues())
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
-	defer cancel()
-	err := r.store.Refresh(ctx, r.keys.selfKey, rec, r.cfg.Lease, r.keys.members, r.cfg.ReplicaID)
-	r.countCommands(3)
-	r.result(opRefresh, err)
-}
-
-// read lists the members, fetches their records in one MGET, prunes members
-// whose lease expired and replaces the tracker's peer load with the sum of
-// the live peers' loads.
-func (r *Replica) read() {
-	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
-	defer cancel()
-	ids, err := r.store.Members(ctx, r.keys.members)
-	r.countCommands(1)
-	if err != nil {
-		r.result(opRead, err)
-		return
-	}
-	sort.Strings(ids)
-	others := ids[:0]
-	var gone []string
-	for _, id := range ids {
-		switch {
-		case !validName(id, 200): // no replica has such an ID: garbage in the member set
-			r.met.invalidRecords.Inc()
-			gone = append(gone, id)
-		case id != r.cfg.ReplicaID:
-			others = append(others, id)
-		}
-	}
-	if len(others) > r.cfg.MaxPeers {
-		r.met.peersIgnored.Add(float64(len(others) - r.cfg.MaxPeers))
-		others = others[:r.cfg.MaxPeers]
-	}
-	var vals []Value
-	if len(others) > 0 {
-		names := make([]string, len(others))
-		for i, id := range others {
-			names[i] = r.keys.replica(id)
-		}
-		vals, err = getValues(ctx, r.store, names)
-		r.countCommands(1)
-		if err != nil {
-			r.result(opRead, err)
-			return
-		}
-	}
-	listed := make(map[string]struct{}, len(others))
-	for _, id := range others {
-		listed[id] = struct{}{}
-	}
-	live := make(map[string]Record, len(vals))
-	var peers []Peer
-	now := r.now()
-	for i, v := range vals {
-		rec, state := readRecord(v, now, r.cfg)
-		switch state {
-		case recordExpired:
-			gone = append(gone, others[i])
-			continue
-		case recordUnreadable:
-			r.met.invalidRecords.Inc()
-			continue
-		case recordStale: // left in the member set: its key's TTL, not this replica's clock, says when it goes
-			r.met.staleRecords.Inc()
-			continue
-		case recordBadURL: // listed as a peer, but nothing to bootstrap from
-			r.met.invalidRecords.Inc()
-		}
-		peers = append(peers, Peer{ID: others[i], SnapshotURL: rec.SnapshotURL})
-		live[others[i]] = rec
-	}
-	if len(gone) > 0 {
-		_ = r.store.Forget(ctx, r.keys.members, gone) // best effort; the next reader retries
-		r.countCommands(1)
-	}
-	if r.ctx.Err() != nil {
-		return
-	}
-	if r.writesDown() { // degraded until a refresh succeeds: local state only, the read a probe
-		r.stats.reads.Add(1)
-		r.result(opRead, nil)
-		return
-	}
-	r.mergeRecords(live, listed)
-	r.sumQueues(live)
-	r.peersMu.Lock()
-	r.peers = peers
-	r.peersMu.Unlock()
-	r.met.peers.Set(float64(len(peers)))
-	r.stats.reads.Add(1)
-	r.result(opRead, nil)
-}
-
-// clearShared drops the peers' load, queue depths and list: routing goes
-// on with local state only. healthMu is held.
-func (r *Replica) clearShared() {
-	r.clearViews()
-	r.queues.peers.Store(nil)
-	r.peersMu.Lock()
-	r.peers = nil
-	r.peersMu.Unlock()
-	r.met.peers.Set(0)
-}
-
-// skipRefresh reports whether refresh should not run: the replica is
-// degraded by failed reads alone, so the read loop alone probes Redis.
-func (r *Replica) skipRefresh() bool {
-	r.healthMu.Lock()
-	defer r.healthMu.Unlock()
-	return r.degraded && !r.writeDown
-}
-
-// writesDown reports whether a refresh failed since the outage began and
-// none has succeeded since.
-func (r *Replica) writesDown() bool {
-	r.healthMu.Lock()
-	defer r.healthMu.Unlock()
-	return r.writeDown
-}
-
-// result records an operation's outcome and drives the degraded state:
-// any failed refresh or read enters it (peer load is dropped: routing goes
-// on with local state only), and it ends once each kind of operation that
-// failed during the outage has succeeded again: a read after a failed
-// read, a refresh (a write) after a failed refresh. A Redis that serves
-// reads but refuses writes thus keeps the replica degraded.
-func (r *Replica) result(op int, err error) {
-	if err != nil && r.ctx.Err() != nil {
-		return // closing
-	}
-	if err != nil {
-		r.met.errors[op].Inc()
-	}
-	r.healthMu.Lock()
-	defer r.healthMu.Unlock()
-	if op == opRefresh || op == opRead {
-		down := &r.readDown
-		if op == opRefresh {
-			down = &r.writeDown
-		}
-		*down = err != nil
-	}
-	switch {
-	case err != nil && (op == opRefresh || op == opRead) && !r.degraded:
-		r.degraded = true
-		r.met.degraded.Set(1)
-		r.met.outages.Inc()
-		r.cleared.Store(true)
-		r.clearShared()
-		r.log.Warn("cluster: Redis unreachable, slow or refusing writes; routing on local state only until it answers", "op", opNames[op], "err", err)
-	case err == nil && (op == opRefresh || op == opRead) && r.degraded && !r.readDown && !r.writeDown:
-		r.degraded = false
-		r.cleared.Store(false)
-		r.met.degraded.Set(0)
-		r.log.Info("cluster: Redis answers again; shared state resumed")
-		if op == opRefresh { // the peers' load comes back with a read now, not a read period later
-			select {
-			case r.readNow <- struct{}{}:
-			default:
-			}
-		}
-	case err == nil && op == opRead && r.degraded:
-		// Still degraded (writes fail): what a read racing the refresh
-		// that failed took in is dropped again.
-		r.clearShared()
-	case err != nil && op == opSubscribe && !r.subDown:
-		// Counted in kvroute_cluster_errors_total{op="subscribe"}; at Debug
-		// so that an outage is the one line above, not one per connection.
-		r.subDown = true
-		r.log.Debug("cluster: decision subscription lost; retrying", "err", err)
-	case err == nil && op == opSubscribe && r.subDown:
-		r.subDown = false
-		r.log.Debug("cluster: decision subscription restored")
-	}
 }
