@@ -137,7 +137,8 @@ const (
 	// ResumeGapCleared: as ResumeWithGap, with PoolConfig.ClearOnResumeGap
 	// set: the endpoint was cleared and rebuilt from the replay window. Also
 	// the outcome of an engine snapshot that replaced the entries and then
-	// failed to load (refused, undecodable): rebuilt from the window too.
+	// failed to load (a sequence out of range, an undecodable chunk):
+	// rebuilt from the window too.
 	ResumeGapCleared = "gap_cleared"
 	// ResumeRestarted: the engine restarted since the position (another
 	// digest at that sequence, a shorter stream, or a live sequence at or

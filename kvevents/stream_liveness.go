@@ -137,15 +137,28 @@ func (st *stream) forgetLiveIdentity() { st.lv.cur.Store(nil) }
 
 // claimSnapshotLocked checks that a snapshot of publisher id, about to be
 // applied to the cleared endpoint, continues the live stream: it is
-// refused (counted, reason "publisher_mismatch") when the live stream
-// shows another identity. Otherwise id becomes the identity of the
-// endpoint's entries, against which the receiver checks the first identity
-// it sees.
+// refused (foreignSnapshotLocked) when the live stream shows another
+// identity. Otherwise id becomes the identity of the endpoint's entries,
+// against which the receiver checks the first identity it sees.
 func (st *stream) claimSnapshotLocked(id [16]byte) error {
 	lv := &st.lv
 	lv.snapID.Store(&id) // before looking at cur: observePublisher does the converse
-	if cur := lv.cur.Load(); cur != nil && *cur != id {
+	if err := st.foreignSnapshotLocked(id); err != nil {
 		lv.snapID.Store(nil)
+		return err
+	}
+	return nil
+}
+
+// foreignSnapshotLocked refuses, counted (reason "publisher_mismatch"), a
+// snapshot of publisher id when the live stream shows another identity.
+// applySnapshot asks it before clearing the endpoint too, so a snapshot
+// refused for an identity already known leaves the entries (a recorded
+// position's among them) as a reply not understood does;
+// claimSnapshotLocked asks again once the endpoint is cleared, for an
+// identity the receiver saw meanwhile.
+func (st *stream) foreignSnapshotLocked(id [16]byte) error {
+	if cur := st.lv.cur.Load(); cur != nil && *cur != id {
 		st.p.snm.refused(st.id, snapRefusedPublisher)
 		return fmt.Errorf("%w: snapshot publisher_id %s, live stream publisher_id %s", errForeignSnapshot,
 			hex.EncodeToString(id[:]), hex.EncodeToString(cur[:]))

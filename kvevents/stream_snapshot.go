@@ -35,7 +35,8 @@ import (
 // replay the trigger asked for, which never turns into a load itself, and
 // no load replaces a replay for ReplayCooldown, so a broken snapshot socket
 // cannot make the stream loop between loads and replays. The check of a recorded position whose
-// fetch failed leaves the restored entries as they were: the position is
+// fetch failed (or whose reply was refused as another publisher
+// lifetime's) leaves the restored entries as they were: the position is
 // checked again by a replay that never turns into a load, and ends as the
 // check of a resumed stream without snapshot socket does (resumed,
 // resumed_with_gap or gap_cleared, restarted); only a load that failed

@@ -9,7 +9,8 @@ import (
 
 // applySnapshot clears the endpoint and applies r's chunks on the worker,
 // releasing each one; the worker keeps sequencing other endpoints between
-// chunks.
+// chunks. A reply of another publisher lifetime than the live stream's is
+// refused before the endpoint is cleared.
 func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Reply, blocks *int) error {
 	var verdict error
 	step := func(f func(dec *wire.Decoder, b *wire.Batch) error) error {
@@ -27,6 +28,9 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 		return verdict
 	}
 	if err := step(func(*wire.Decoder, *wire.Batch) error {
+		if err := st.foreignSnapshotLocked(r.PublisherID); err != nil {
+			return err // refused before anything is cleared: the entries stay
+		}
 		resume := st.s.rs.pending // the recorded entries are given up for the snapshot
 		removed := st.clearLocked()
 		st.s.rs.replaced = resume

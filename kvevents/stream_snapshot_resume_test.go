@@ -216,3 +216,34 @@ func TestStreamSnapshotFallbackReplayLoadsNoSnapshot(t *testing.T) {
 	require.Equal(t, 1.0, f.count("replays", replayPartial), f.logs.String())
 	require.Equal(t, sourceReplay, f.status().IndexSource)
 }
+
+// The engine's snapshot socket answers for another publisher lifetime than
+// the live stream's (pidB against pidA): the reply is refused
+// (publisher_mismatch) before any of it is applied, like a reply not
+// understood, so the restored entries are left as they were and the
+// position is checked again without the snapshot: kept under
+// resumed_with_gap, with the window 20..30 on top. Before, the endpoint
+// was cleared for the snapshot before its identity was looked at, and the
+// refusal then rebuilt it from the window under gap_cleared.
+func TestStreamResumedSnapshotOfAnotherPublisherKeepsEntries(t *testing.T) {
+	defer leakcheck.Check(t)()
+	data := checkpointOf10(t)
+	f := resumedFixture(t, PoolConfig{}, data)
+	defer f.close()
+	eng := &fakeEngineState{last: 30, base: 1000} // another lifetime's blocks
+	f.withSnapshotOf(eng, pidB)
+	f.publishID(30, pidA) // live: the position's check finds 20 first and asks for the snapshot
+	f.wait(30)
+	for s := uint64(0); s < 10; s++ {
+		require.True(t, f.held(s), "restored batch %d\n%s", s, f.logs)
+	}
+	for s := uint64(20); s <= 30; s++ {
+		require.True(t, f.held(s), "batch %d\n%s", s, f.logs)
+	}
+	require.False(t, f.held(1000), "the other publisher's snapshot was applied\n%s", f.logs)
+	require.Equal(t, 1.0, counter(f.p.snm.errors, seqID, snapRefusedPublisher), f.logs.String())
+	require.Equal(t, 1.0, f.snapCount(snapFailed), f.logs.String())
+	require.Equal(t, 1.0, f.resumeCount(ResumeWithGap), f.logs.String())
+	require.Zero(t, f.resumeCount(ResumeGapCleared))
+	require.Zero(t, f.resumeCount(resumeSnapshot))
+}
