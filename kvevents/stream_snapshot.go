@@ -137,25 +137,28 @@ func (st *stream) startSnapshotLocked(plan replayPlan) {
 	st.inProgress.Set(1)
 	st.log.Info("Loading the engine's KV-cache snapshot", "reason", plan.trigger, "snapshot", st.snapAddr,
 		"applied_seq", s.appliedSeq())
-	fetched := make(chan struct{})
+	f := newSnapFetch()
 	st.wg.Add(2)
-	go st.runSnapshot(ctx, cancel, s.gen, plan, fetched)
-	go st.watchSnapshot(ctx, cancel, s.gen, plan, fetched)
+	go st.runSnapshot(ctx, cancel, s.gen, plan, f)
+	go st.watchSnapshot(ctx, cancel, s.gen, plan, f)
 }
 
 // runSnapshot fetches the snapshot and hands it, chunk by chunk, and then
 // its outcome to the stream's worker.
-func (st *stream) runSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan, fetched chan<- struct{}) {
+func (st *stream) runSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan, f *snapFetch) {
 	defer st.wg.Done()
 	defer cancel(nil)
 	r, err := st.sc.Fetch(ctx, st.snapAddr)
-	close(fetched) // the watchdog's part is over
+	if !f.arrived() { // the watchdog gave the load up first
+		if err == nil {
+			err = errSnapshotStalled
+		} else {
+			err = fmt.Errorf("%w: %w", errSnapshotStalled, err)
+		}
+	}
 	blocks, chunks := 0, len(r.Chunks)
 	if err == nil {
 		err = st.applySnapshot(ctx, gen, &r, &blocks)
-	}
-	if err != nil && errors.Is(context.Cause(ctx), errSnapshotStalled) {
-		err = fmt.Errorf("%w: %w", errSnapshotStalled, err)
 	}
 	st.onWorker(st.ctx, func(dec *wire.Decoder, b *wire.Batch) {
 		st.lock()

@@ -3,6 +3,7 @@ package kvevents
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,9 +17,43 @@ const snapStalled = "stalled"
 // not arrive within its allowance while live messages waited for it.
 var errSnapshotStalled = errors.New("kvevents: engine snapshot stalled while live messages waited")
 
+// snapFetch is the hand-off between a load's fetch (runSnapshot) and its
+// watchdog (watchSnapshot): whichever settles state first decides whether
+// the reply counts (arrived) or the load was abandoned (stalled), so a
+// reply that comes in as the watchdog gives up is either applied or
+// discarded as stalled, and counted once either way.
+type snapFetch struct {
+	done  chan struct{} // closed once the fetch returned
+	state atomic.Int32  // snapFetching, then snapArrived or snapAbandoned
+}
+
+// The states of a snapFetch.
+const (
+	snapFetching int32 = iota
+	snapArrived
+	snapAbandoned
+)
+
+// newSnapFetch returns the hand-off of a load whose fetch is under way.
+func newSnapFetch() *snapFetch { return &snapFetch{done: make(chan struct{})} }
+
+// arrived records that the fetch returned and reports whether its result
+// stands: false when the watchdog abandoned the load first.
+func (f *snapFetch) arrived() bool {
+	ok := f.state.CompareAndSwap(snapFetching, snapArrived)
+	close(f.done)
+	return ok
+}
+
+// abandon records that the watchdog gives the load up and reports whether
+// it did so first: false when the fetch had already returned.
+func (f *snapFetch) abandon() bool {
+	return f.state.CompareAndSwap(snapFetching, snapAbandoned)
+}
+
 // watchSnapshot bounds a snapshot load as watchReplay bounds a replay: while
 // live messages are held for it and the engine's reply has not arrived
-// (fetched still open), the load may last replayAllowance over the range of
+// (f.done still open), the load may last replayAllowance over the range of
 // the replay it stands in for (from plan.from to the first held message or
 // plan.known), from its start; past that it is cancelled with
 // errSnapshotStalled and the stream falls back to that replay, as for a
@@ -27,7 +62,7 @@ var errSnapshotStalled = errors.New("kvevents: engine snapshot stalled while liv
 // hold is full or the client's overall timeout. Once the reply is in, only
 // its application on the stream's worker remains, bounded by the byte cap,
 // and the watchdog ends.
-func (st *stream) watchSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan, fetched <-chan struct{}) {
+func (st *stream) watchSnapshot(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan, f *snapFetch) {
 	defer st.wg.Done()
 	tick := st.p.clock.NewTicker(max(st.p.cfg.ReplayGrace/8, 10*time.Millisecond))
 	defer tick.Stop()
@@ -35,19 +70,16 @@ func (st *stream) watchSnapshot(ctx context.Context, cancel context.CancelCauseF
 		select {
 		case <-ctx.Done():
 			return
-		case <-fetched:
+		case <-f.done:
 			return
 		case <-tick.C():
 		}
 		if !st.snapshotOverdue(gen, plan) {
 			continue
 		}
-		select {
-		case <-fetched:
-			return // the reply came in meanwhile: let it apply
-		default:
-		}
-		cancel(errSnapshotStalled)
+		if f.abandon() {
+			cancel(errSnapshotStalled)
+		} // else the reply came in meanwhile: it applies
 		return
 	}
 }
