@@ -3,6 +3,7 @@ package deploy
 import (
 	"os"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -99,4 +100,28 @@ func TestChartGraceCoversTheStopTimeouts(t *testing.T) {
 	}
 	require.ErrorContains(t, chartValuesError(t, with("  terminationGracePeriodSeconds: 0\n")), "terminationGracePeriodSeconds")
 	require.ErrorContains(t, chartValuesError(t, with("  terminationGracePeriodSeconds: \"60\"\n")), "terminationGracePeriodSeconds")
+}
+
+// Every duration kvroute-epp's flags accept (Go's time.ParseDuration: a
+// sign, fractions, any run of units, µs spelt with the micro sign or the
+// Greek mu) renders, and is summed as kvroute-epp reads it: the grace
+// period the render asks for is the flags' stop, rounded up to the second.
+func TestChartGraceReadsDurationsAsKvrouteEpp(t *testing.T) {
+	stopDefaults := chartStopDefaults(t)
+	for _, v := range []string{"1h30m", "1.5s", "500ms", "0", "90s", "2m0s", "1µs", "1μs", "1us", "1000000ns",
+		"+1s", "+0", "-0", "-0s", "1.s", ".5s", "1h1m1s1ms1us1ns", "0.000000001s"} {
+		d, err := time.ParseDuration(v)
+		require.NoError(t, err, v)
+		stop := d + stopDefaults["shutdown-timeout"] + stopDefaults["metrics-shutdown-timeout"]
+		grace := int64((stop + time.Second - 1) / time.Second)
+		flags := "  flags: {drain-timeout: \"" + v + "\"}\n"
+		values := strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n"+flags, 1)
+		at := func(grace int64) string {
+			return strings.Replace(values, "inferenceExtension:\n", "inferenceExtension:\n  terminationGracePeriodSeconds: "+strconv.FormatInt(grace, 10)+"\n", 1)
+		}
+		_, err = renderChart(t, at(grace))
+		require.NoError(t, err, "drain-timeout %q (%v): a grace period of %ds covers it", v, d, grace)
+		_, err = renderChart(t, at(grace-1))
+		require.ErrorContains(t, err, "is shorter than kvroute-epp's stop after SIGTERM", "drain-timeout %q (%v): %ds does not", v, d, grace-1)
+	}
 }
