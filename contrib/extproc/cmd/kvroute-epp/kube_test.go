@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -90,4 +91,25 @@ func TestMetricsAuthClientIsLimitedToTheReviewRate(t *testing.T) {
 		m.close()
 	}
 	require.Equal(t, []clientLimits{{qps: 4, burst: 8}, {qps: 6, burst: 12}}, asked)
+}
+
+// Every --metrics-auth-review-rate parseFlags accepts gives the reviews'
+// client limits client-go takes, a positive burst covering the bucket's:
+// a rate too large for them is refused by the flag, naming it, instead of
+// failing kvroute-epp's start with client-go's error about a burst.
+func TestEveryAcceptedReviewRateBuildsTheReviewsClient(t *testing.T) {
+	path := kubeconfigFile(t)
+	for _, rate := range []string{"1e-9", "0.5", "1000", "1e6", "3e18", "1e19", "1e40", "1.7976931348623157e308"} {
+		f, err := parseFlags([]string{"--pool-name", "p", "--metrics-auth-review-rate", rate}, io.Discard)
+		if err != nil {
+			require.ErrorContains(t, err, "--metrics-auth-review-rate", rate)
+			continue
+		}
+		r := f.llmdServer.metricsAuthConfig.reviewRate
+		l := reviewClientLimits(r)
+		require.Positive(t, l.burst, rate)
+		require.GreaterOrEqual(t, float64(l.burst), requestsPerReview*newReviewBucket(r, metricsAuthClock.Now()).burst, rate)
+		_, _, err = restClients(path, l)
+		require.NoError(t, err, rate)
+	}
 }

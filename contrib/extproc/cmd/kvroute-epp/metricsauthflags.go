@@ -32,6 +32,12 @@ const (
 	// that reviews are refused by the picker rather than queued by
 	// client-go.
 	defaultMetricsAuthReviewRate = 2.0
+	// maxMetricsAuthReviewRate bounds --metrics-auth-review-rate: far past
+	// what an API server answers, and small enough that the reviews'
+	// client's burst (reviewClientLimits) is a positive int, which
+	// client-go requires, where a larger rate would overflow it and fail
+	// kvroute-epp's start with client-go's error.
+	maxMetricsAuthReviewRate = 1e6
 )
 
 // metricsAuthConfig is the metrics port's auth cache and review limits;
@@ -50,13 +56,14 @@ func addMetricsAuthFlags(fs *flag.FlagSet, c *metricsAuthConfig) {
 	fs.DurationVar(&c.denyTTL, "metrics-auth-deny-ttl", 0, fmt.Sprintf("with --metrics-endpoint-auth: how long a token the API server refused, or a caller it did not allow, is answered 401 or 403 without asking again (0: %v)", defaultMetricsAuthDenyTTL))
 	fs.IntVar(&c.cacheEntries, "metrics-auth-cache-entries", 0, fmt.Sprintf("with --metrics-endpoint-auth: decisions cached at most; when full of live ones a new decision evicts the oldest denial (0: %d)", defaultMetricsAuthCacheEntries))
 	fs.IntVar(&c.maxInFlight, "metrics-auth-max-in-flight", 0, fmt.Sprintf("with --metrics-endpoint-auth: reviews asked of the API server at once; a caller not cached beyond them is answered 503 unreviewed (0: %d)", defaultMetricsAuthMaxInFlight))
-	fs.Float64Var(&c.reviewRate, "metrics-auth-review-rate", 0, fmt.Sprintf("with --metrics-endpoint-auth: reviews started a second, twice that at once (at least one); a caller not cached beyond them is answered 503 unreviewed, so that a stream of unknown tokens is refused at once rather than queued by the Kubernetes client ahead of the scrapers' reviews (0: %v)", defaultMetricsAuthReviewRate))
+	fs.Float64Var(&c.reviewRate, "metrics-auth-review-rate", 0, fmt.Sprintf("with --metrics-endpoint-auth: reviews started a second, twice that at once (at least one); a caller not cached beyond them is answered 503 unreviewed, so that a stream of unknown tokens is refused at once rather than queued by the Kubernetes client ahead of the scrapers' reviews; at most %d (0: %v)", int(maxMetricsAuthReviewRate), defaultMetricsAuthReviewRate))
 }
 
 // set reports whether any of c's fields is given.
 func (c metricsAuthConfig) set() bool { return c != metricsAuthConfig{} }
 
-// check refuses negative settings.
+// check refuses negative settings and a review rate that is not finite
+// or over maxMetricsAuthReviewRate.
 func (c metricsAuthConfig) check() error {
 	switch {
 	case c.allowTTL < 0:
@@ -69,6 +76,8 @@ func (c metricsAuthConfig) check() error {
 		return fmt.Errorf("--metrics-auth-max-in-flight %d is negative", c.maxInFlight)
 	case !(c.reviewRate >= 0) || math.IsInf(c.reviewRate, 0):
 		return fmt.Errorf("--metrics-auth-review-rate %v is not a finite rate of zero or more", c.reviewRate)
+	case c.reviewRate > maxMetricsAuthReviewRate:
+		return fmt.Errorf("--metrics-auth-review-rate %v is over %d reviews a second", c.reviewRate, int(maxMetricsAuthReviewRate))
 	}
 	return nil
 }
