@@ -63,8 +63,14 @@ func (b *reviewBucket) take(now time.Time) bool {
 	return true
 }
 
+// maxRetryAfter caps the Retry-After of a caller refused over the rate:
+// a rate the flag accepts may be tiny (one review a day), and a client
+// told to come back in an hour asks again soon enough.
+const maxRetryAfter = 3600
+
 // retryAfter is the Retry-After, in whole seconds, of a caller refused
-// over the rate: how long a token takes to come, at least one second.
+// over the rate: how long a token takes to come, at least one second and
+// at most maxRetryAfter.
 func (b *reviewBucket) retryAfter() string {
-	return strconv.FormatFloat(math.Max(1, math.Ceil(1/b.rate)), 'f', 0, 64)
+	return strconv.FormatFloat(math.Min(maxRetryAfter, math.Max(1, math.Ceil(1/b.rate))), 'f', 0, 64)
 }

@@ -110,4 +110,10 @@ func TestReviewBucket(t *testing.T) {
 		require.False(t, b.take(now.Add(-time.Hour)), "a clock stepping back adds nothing")
 		require.True(t, b.take(now.Add(time.Duration(math.Ceil(float64(time.Second)/tc.rate)))), "rate %v", tc.rate)
 	}
+	// A tiny rate the flag accepts still gives a Retry-After of an hour at
+	// most, not hundreds of digits.
+	b := newReviewBucket(1e-300, now)
+	require.True(t, b.take(now))
+	require.False(t, b.take(now))
+	require.Equal(t, "3600", b.retryAfter())
 }

@@ -102,7 +102,7 @@ func newMetricsAuth(kube kubernetes.Interface, config metricsAuthConfig, set tel
 		set:      set,
 		results: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_total",
-			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer), canceled (the caller left while it waited for another caller's review of its token and path) busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked) or throttled (503, not cached when --metrics-auth-review-rate reviews had been started; the API server was not asked).",
+			Help: "Requests to the metrics port's authenticated handlers (--metrics-endpoint-auth), by result: allowed, forbidden (403), unauthenticated (401), error (503, the API server failed or did not answer), canceled (the caller left while it waited for another caller's review of its token and path), busy (503, not cached while --metrics-auth-max-in-flight reviews were in flight; the API server was not asked) or throttled (503, not cached when --metrics-auth-review-rate reviews had been started; the API server was not asked).",
 		}, []string{"result"}),
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_epp_metrics_auth_cache_total",
