@@ -120,8 +120,9 @@
 // a replay slot; gaps then clear the endpoint instead) and degraded (the
 // index may lack batches or hold stale ones). Readiness (StreamState) is
 // their projection: replaying while a replay or snapshot load runs (but
-// for a tail or join probe, a check on a stream with no sign of loss, which
-// keeps the state below); else degraded when the
+// for a quiet check — a tail or join probe, or the check after a quiet
+// recycle — made on a stream with no sign of loss, which keeps the state
+// below); else degraded when the
 // stream is degraded, or was caught up once and lost its connection; else
 // live when connected and caught up (or without replay address); else
 // connecting.
@@ -134,7 +135,10 @@
 // engine keeps its connection indefinitely, and a frozen or partitioned one
 // (SIGSTOP keeps its TCP connection open) fails within HeartbeatTimeout
 // (default 5 s) and is redialled. With heartbeats off, the idle deadline
-// recycles quiet sockets without counting an error or a reconnection. A
+// recycles quiet sockets without counting an error or a reconnection, and
+// without changing the endpoint's readiness state: the check after a
+// recycle is a quiet one, and the socket counts as up until it is redialled
+// or fails. A
 // supervisor's backoff is reset only by a session that delivered valid
 // messages, and its failure logs are rate-limited.
 //

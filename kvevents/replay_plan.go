@@ -36,6 +36,10 @@ type replayPlan struct {
 	// probes_total, not as a replay, and a check that cannot be made starts
 	// no cooldown.
 	probe bool
+	// quiet: a probe on a stream with no sign of loss (a tail or join
+	// probe, the check after a quiet recycle): readiness keeps the state
+	// it had while it runs (stateLocked).
+	quiet bool
 	// detached: the replay waits for its slot without holding live
 	// messages, and attaches (clears the endpoint, holds live messages)
 	// when its first batch arrives (replay_rebuild.go).
@@ -75,5 +79,6 @@ func (st *stream) planReplayLocked(t trigger, seen uint64) replayPlan {
 		}
 	}
 	p.probe = t == trigTail || t == trigReconnect || t == trigJoin
+	p.quiet = t == trigTail || t == trigJoin
 	return p
 }

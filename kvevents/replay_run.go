@@ -48,7 +48,7 @@ func (st *stream) startReplayLocked(plan replayPlan) {
 	ctx, cancel := context.WithCancelCause(st.ctx)
 	verify, from, known := plan.verify, plan.from, plan.known
 	s.replaying, s.catchUp, s.cancelReplay = true, false, func() { cancel(errSuperseded) }
-	s.quietCheck = plan.trigger == trigTail || plan.trigger == trigJoin
+	s.quietCheck = plan.quiet
 	s.verifying = verify
 	s.replayStart, s.heldMax = st.p.clock.Now(), 0
 	st.inProgress.Set(1)

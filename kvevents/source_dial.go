@@ -120,8 +120,9 @@ func (d *dialer) stop(sub *subscriber, clearIndex, forget bool) {
 // publishes nothing, while a frozen or partitioned one fails its connection
 // within HeartbeatTimeout (counted as a recv error). With heartbeats
 // disabled the idle deadline recycles quiet sockets instead; such a
-// recycle is routine, so it counts no error and no reconnection and logs
-// at debug level.
+// recycle is routine, so it counts no error and no reconnection, logs at
+// debug level, and keeps the endpoint's readiness state (stream.recycle;
+// the check after it is a quiet one).
 //
 // Backoff starts at MinBackoff and doubles to MaxBackoff; it is reset only
 // by a session that delivered a valid message (or ended as a quiet
@@ -173,10 +174,15 @@ func (sub *subscriber) run() {
 			st.onConnect(quietPrev)
 			everConnected = true
 		})
+		quiet := r.connected && isTimeout(r.err) && !errors.Is(r.err, zmqx.ErrPeerDead)
+		if quiet && sub.ctx.Err() == nil {
+			st.recycle() // routine: readiness waits for the next dial
+		} else {
+			st.setConnected(false)
+		}
 		if sub.ctx.Err() != nil {
 			return
 		}
-		quiet := r.connected && isTimeout(r.err) && !errors.Is(r.err, zmqx.ErrPeerDead)
 		quietPrev = quiet
 		if r.delivered > 0 || quiet {
 			backoff = p.cfg.MinBackoff
@@ -223,8 +229,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 		return sessionResult{op: "connect", err: err}
 	}
 	onConnect()
-	st.setConnected(true)
-	defer st.setConnected(false)
+	st.setConnected(true) // the supervisor records the end (run)
 	r.connected = true
 	for {
 		m, _, err := zmqx.Recv(s)

@@ -153,6 +153,7 @@ type stream struct {
 	lastSeen  atomic.Uint64 // mirror of lastLive for Status and catch-up replays
 	seen      atomic.Bool
 	connected atomic.Bool
+	recycling atomic.Bool  // the subscription of a quiet engine is down only while its socket is recreated (stream_phase.go)
 	lastApply atomic.Int64 // unix nanos of the last applied batch (0: none)
 	synced    atomic.Bool  // a batch was applied or a replay completed: the index caught up once
 
@@ -174,7 +175,7 @@ type seqState struct {
 	restarted bool   // that replay follows a publisher restart
 
 	replaying    bool
-	quietCheck   bool // the running replay is a tail or join probe: readiness keeps the state it had (stateLocked)
+	quietCheck   bool // the running replay is a quiet check (replayPlan.quiet): readiness keeps the state it had (stateLocked)
 	cancelReplay context.CancelFunc
 	held         []item
 	heldBytes    int

@@ -1,11 +1,9 @@
 package kvevents
 
 // onConnect runs on the supervisor each time the subscription is
-// established (quiet: after recycling a quiet socket, which is handled the
-// same way: its check normally finds nothing and counts a probe). vLLM publishes
-// nothing while idle, so without it a router started (or reconnected) next
-// to an idle engine would know nothing of the engine's cache until the
-// engine's next batch. With a replay address:
+// established. vLLM publishes nothing while idle, so without it a router
+// started (or reconnected) next to an idle engine would know nothing of the
+// engine's cache until the engine's next batch. With a replay address:
 //
 //   - no watermark: replay from 0 now ("Requesting proactive replay on
 //     connect"). The model comes from the endpoint's configuration, an
@@ -19,15 +17,22 @@ package kvevents
 //     subscription was down even if the engine then stays silent, and
 //     detecting an engine that restarted meanwhile. Finding nothing new
 //     counts as a probe, not a replay.
+//
+// quiet: the connection follows a quiet recycle (heartbeats off, the idle
+// deadline passed on an idle engine), not a lost connection. Its check is
+// a quiet one, like a tail probe, keeping the stream's readiness state
+// while it runs (what it finds is applied all the same): the reconnect
+// check, or with no watermark on a stream already caught up (its connect
+// replay found nothing) the join probe instead of another connect replay.
 func (st *stream) onConnect(quiet bool) {
 	st.liveConn.Store(false) // the live stream shows nothing on this connection yet
 	if st.rc == nil {
 		return
 	}
-	st.sequenced(st.onConnectLocked)
+	st.sequenced(func() { st.onConnectLocked(quiet) })
 }
 
-func (st *stream) onConnectLocked() {
+func (st *stream) onConnectLocked(quiet bool) {
 	s := &st.s
 	st.adoptPositionLocked()
 	if s.closed || s.replaying || st.coolingLocked() {
@@ -37,12 +42,19 @@ func (st *stream) onConnectLocked() {
 		if !s.needJoin || s.restarted {
 			return // a restart replays from 0 with its first message
 		}
+		if quiet && st.synced.Load() {
+			s.probeArmed = false // a join probe due later would ask the same
+			st.startReplayLocked(st.planReplayLocked(trigJoin, 0))
+			return
+		}
 		st.log.Info("Requesting proactive replay on connect", "seq", "none", "replay", st.replayAddr)
 		st.startReplayLocked(st.planReplayLocked(trigConnect, 0))
 		return
 	}
 	// From applied itself to compare the digest (from applied+1 without one).
-	st.startReplayLocked(st.planReplayLocked(trigReconnect, 0))
+	plan := st.planReplayLocked(trigReconnect, 0)
+	plan.quiet = quiet
+	st.startReplayLocked(plan)
 }
 
 // armProbeLocked notes traffic and (re)starts the tail-probe timer. A

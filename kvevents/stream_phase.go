@@ -81,13 +81,17 @@ func (st *stream) phaseLocked() phase {
 func (st *stream) stateLocked() StreamState {
 	s := &st.s
 	synced := st.synced.Load()
-	up := st.connected.Load() // bind mode: an engine connection owns the endpoint
+	// Bind mode: an engine connection owns the endpoint. A quiet recycle's
+	// socket is being recreated: the subscription counts as up until the
+	// new one is dialled or fails (recycle).
+	up := st.connected.Load() || st.recycling.Load()
 	switch {
 	case s.replaying && !s.quietCheck:
-		// A tail or join probe is a check on a stream with no sign of loss
-		// (it normally finds nothing): readiness keeps the state below,
-		// so a router in front of idle engines does not turn not-ready
-		// each time one is checked.
+		// A quiet check (a tail or join probe, the check after a quiet
+		// recycle) is made on a stream with no sign of loss and normally
+		// finds nothing: readiness keeps the state below, so a router in
+		// front of idle engines does not turn not-ready each time one is
+		// checked.
 		return StateReplaying
 	case s.degraded || st.incompleteLocked() || st.silentLocked():
 		return StateDegraded
@@ -141,10 +145,23 @@ func (st *stream) transitionLocked() {
 }
 
 // setConnected records whether the stream's subscription (bind mode: an
-// engine connection owning the endpoint) is up.
+// engine connection owning the endpoint) is up; it ends a recycle.
 func (st *stream) setConnected(up bool) {
 	st.lock()
 	st.connected.Store(up)
+	st.recycling.Store(false)
+	st.unlock()
+}
+
+// recycle records that the subscription is down only because the socket of
+// a quiet engine is being recreated (heartbeats off: the idle deadline
+// passed). That is routine, not a lost connection: readiness keeps the
+// state it had until the next dial succeeds or fails (setConnected), and
+// the check after it is a quiet one (onConnect).
+func (st *stream) recycle() {
+	st.lock()
+	st.connected.Store(false)
+	st.recycling.Store(true)
 	st.unlock()
 }
 
