@@ -102,7 +102,8 @@ func churnPrompt(n, i int) string {
 // A hedged render whose other answer came first is left to finish in the
 // background when its request was written whole (its connection survives);
 // only one not yet written whole is cancelled, which closes its HTTP/1.1
-// connection, and the render pool opens one again later. The render
+// connection when part of its request was sent (else the connection goes
+// back to the pool), and the render pool opens one again later. The render
 // client counts its own dials and closes by reason
 // (kvroute_render_connections_dialed_total and
 // kvroute_render_connections_closed_total{reason}): after the warm-up every
@@ -262,7 +263,8 @@ func testChurn(t *testing.T, hedge bool) {
 	// is growth, not churn. Otherwise it opens a connection only in place
 	// of one its client closed, and at steady state the client closes one
 	// only for a render attempt cancelled with its request in flight: a
-	// hedge loser not yet written whole (the budgets here are a minute).
+	// hedge loser partly written (the budgets here are a minute; one of
+	// which no byte was sent keeps its connection).
 	// net/http's Transport, which the render client used before, also
 	// retired a connection whose writer goroutine reported the request
 	// written more than 50 ms after the answer came (a machine busy with

@@ -49,7 +49,9 @@
 //     then and its latency sampled, so that its HTTP/1.1 connection is
 //     kept (cancelling a request in flight closes it, and the renderer
 //     tokenizes a request it has whole anyway); a loser not yet written
-//     whole is canceled before the call returns. Close cancels the ones
+//     whole is canceled before the call returns, and keeps its connection
+//     too when no byte of it had been sent (a request within the 32 KiB
+//     write buffer whose write had not run yet). Close cancels the ones
 //     still in the background. The hedge
 //     is the call's second attempt: a hedged render is not retried. A
 //     hedge goes only to an endpoint with a free slot and fewer renders in
@@ -118,9 +120,11 @@
 // render's slot is released. Connections per endpoint are capped at
 // MaxConcurrency, so a steady load settles at that many connections and
 // opens no more. A render attempt cancelled with its request in flight (a
-// hedge loser not yet written whole, a timeout, the caller gone) closes its
+// hedge loser partly written, a timeout, the caller gone) closes its
 // connection (HTTP/1.1 has no other way to abort it); it is never pooled
-// half-read. net/http's Transport, used before, also closed a connection
+// half-read. One cancelled before any byte of its request was sent (a
+// hedge loser whose write had not run yet, on a CPU-starved machine)
+// gives its connection back instead. net/http's Transport, used before, also closed a connection
 // whose writer goroutine reported the request written more than 50 ms after
 // the answer (a CPU-starved machine), and the next render dialed again.
 // The counters kvroute_render_connections_dialed_total and

@@ -21,8 +21,9 @@ import (
 // once, the exchange reads and discards the answer in the background (its
 // endpoint's slot stays taken until then, since the renderer is still
 // working, and its latency is a real sample), and the connection goes back
-// to the pool. A loser whose request was not yet written whole is canceled,
-// as before, and that connection is closed.
+// to the pool. A loser whose request was not yet written whole is canceled;
+// that connection is closed when part of the request was sent, and given
+// back to the pool when none of it was (internal/h1pool).
 //
 // Ownership: the exchange's goroutine owns the HTTP attempt and, until it
 // claims or loses the answer (state), nothing else writes to res; the caller

@@ -110,7 +110,7 @@ func newMetrics(set telemetry.Set, c *Client) (*metrics, error) {
 	}, []string{"outcome"})
 	losers := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: metricHedgeLosers,
-		Help: "Losing attempts of hedged renders, by how they ended: drained (the request was written whole; its answer was read and discarded in the background, keeping the connection) or canceled (not yet written whole; its connection was closed).",
+		Help: "Losing attempts of hedged renders, by how they ended: drained (the request was written whole; its answer was read and discarded in the background, keeping the connection) or canceled (not yet written whole; its connection was closed when part of the request had been sent, else given back to the pool).",
 	}, []string{"end"})
 	dialed := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: metricConnsDialed,

@@ -15,6 +15,7 @@ type conn struct {
 	key       string
 	c         net.Conn
 	lim       limitedConn
+	out       countingWriter // what bw wrote to c: whether a request's bytes left
 	br        *bufio.Reader
 	bw        *bufio.Writer
 	peek      *peeker
@@ -45,6 +46,19 @@ func (l *limitedConn) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// countingWriter writes to a connection and counts the bytes written (the
+// request's goroutine only).
+type countingWriter struct {
+	c net.Conn
+	n int64
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.c.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
 // dial opens a connection to key; the caller has counted it in open.
 func (t *Transport) dial(ctx context.Context, key string) (*conn, error) {
 	c, err := t.dialer.DialContext(ctx, "tcp", key)
@@ -58,7 +72,8 @@ func (t *Transport) dial(ctx context.Context, key string) (*conn, error) {
 	pc := &conn{key: key, c: c, peek: newPeeker(c)}
 	pc.lim = limitedConn{c: c, n: -1}
 	pc.br = bufio.NewReaderSize(&pc.lim, t.cfg.ReadBufferSize)
-	pc.bw = bufio.NewWriterSize(c, t.cfg.WriteBufferSize)
+	pc.out = countingWriter{c: c}
+	pc.bw = bufio.NewWriterSize(&pc.out, t.cfg.WriteBufferSize)
 	return pc, nil
 }
 

@@ -32,7 +32,10 @@
 // byte of answer is sent once more on a new connection, when it has no body
 // or its GetBody is set. A request whose context ends while it holds a
 // connection closes that connection (the only way to abort an HTTP/1.1
-// request in flight), never pools it half-read.
+// request in flight), never pools it half-read; but when it ended before
+// any byte of the request reached the connection (still in the write
+// buffer, or not written yet), the connection is as it was when taken and
+// goes back to the pool: there is nothing to abort.
 // Other schemes (https) go to Config.Fallback, typically a net/http
 // Transport. Config.WarmAhead dials ahead to the peak of requests in flight
 // over the last Config.PeakWindow or two (see warm.go). Stats,

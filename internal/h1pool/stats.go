@@ -8,7 +8,9 @@ type CloseReason int
 // The reasons of a close, as Stats counts them and Config.OnClose is told.
 const (
 	// CloseCanceled: the request's context ended while the connection
-	// carried it (HTTP/1.1 has no other way to abort a request in flight).
+	// carried it, some of the request sent (HTTP/1.1 has no other way to
+	// abort a request in flight). One that ended before any byte was sent
+	// gives the connection back to the pool.
 	CloseCanceled CloseReason = iota
 	// CloseBroken: the exchange failed (a write or read error, a response
 	// header too large, a 101 Switching Protocols answer) or its body was

@@ -298,13 +298,18 @@ func closeBody(req *http.Request) {
 // server closed it while idle.
 func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (resp *http.Response, retry bool, err error) {
 	stop := func() bool { return true }
+	poked := make(chan struct{}) // closed once the context's deadline poke is done
 	if ctx.Done() != nil {
 		c := pc.c
-		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+		stop = context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo); close(poked) })
 	}
+	sent := pc.out.n
 	fail := func(err error, closed bool) (*http.Response, bool, error) {
-		stop()
+		stopped := stop()
 		switch {
+		case ctx.Err() != nil && pc.out.n == sent:
+			t.unsent(pc, stopped, poked)
+			return nil, false, context.Cause(ctx)
 		case ctx.Err() != nil:
 			t.drop(pc, CloseCanceled)
 			return nil, false, context.Cause(ctx)
@@ -316,6 +321,9 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 		return nil, false, err
 	}
 	werr := req.Write(pc.bw)
+	if werr == nil && ctx.Err() != nil && pc.out.n == sent {
+		return fail(context.Cause(ctx), false) // still all in the buffer: nothing to abort
+	}
 	if werr == nil {
 		werr = pc.bw.Flush()
 	}
@@ -350,6 +358,23 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 	}
 	resp.Body = &body{rc: resp.Body, t: t, pc: pc, stop: stop, keep: !resp.Close && !req.Close}
 	return resp, false, nil
+}
+
+// unsent gives back to the pool the connection of a request whose context
+// ended before any byte of it reached the connection: it is between two
+// exchanges as it was when taken, so closing it (the way to abort a
+// request in flight) would only cost a dial later. A render hedge's loser
+// canceled as the other answer came, on a machine too busy to have run its
+// write yet, is such a request. The context's deadline poke, if it ran
+// (stopped is false), is waited for and cleared; what the request left in
+// the write buffer is discarded.
+func (t *Transport) unsent(pc *conn, stopped bool, poked <-chan struct{}) {
+	if !stopped {
+		<-poked
+	}
+	_ = pc.c.SetDeadline(time.Time{})
+	pc.bw.Reset(&pc.out)
+	t.put(pc, false)
 }
 
 // readResponse reads the response header of req (skipping informational 1xx
