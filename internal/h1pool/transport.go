@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -307,7 +308,9 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 	fail := func(err error, closed bool) (*http.Response, bool, error) {
 		stopped := stop()
 		switch {
-		case ctx.Err() != nil && pc.out.n == sent:
+		case ctx.Err() != nil && pc.out.n == sent && errors.Is(err, os.ErrDeadlineExceeded):
+			// The poke stopped the write before its first byte (another
+			// write error may mean a broken connection: closed below).
 			t.unsent(pc, stopped, poked)
 			return nil, false, context.Cause(ctx)
 		case ctx.Err() != nil:
@@ -322,7 +325,8 @@ func (t *Transport) exchange(ctx context.Context, pc *conn, req *http.Request) (
 	}
 	werr := req.Write(pc.bw)
 	if werr == nil && ctx.Err() != nil && pc.out.n == sent {
-		return fail(context.Cause(ctx), false) // still all in the buffer: nothing to abort
+		t.unsent(pc, stop(), poked) // still all in the buffer: nothing to abort
+		return nil, false, context.Cause(ctx)
 	}
 	if werr == nil {
 		werr = pc.bw.Flush()
