@@ -80,7 +80,9 @@ func TestRunMeasuresEveryTarget(t *testing.T) {
 		require.Equal(t, " 0 ", f[7], "errors in %s", row)
 		require.NotEqual(t, " 0 ", f[4], "no requests/s in %s", row)
 		// New connections may still open while the pools grow, 100 ms after
-		// the start; no connection that was there before the window closes.
+		// the start; no connection that was there before the window closes
+		// (a render hedge's loser canceled before its request was sent,
+		// which a CPU-starved gateway does, gives its connection back).
 		// A pool still growing can close a connection it dialed in the
 		// window: net/http dials for a request that waits, an idle
 		// connection may serve it first, and the new one is surplus. So at
