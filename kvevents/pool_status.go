@@ -2,6 +2,7 @@ package kvevents
 
 import (
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -65,6 +66,28 @@ func (p *Pool) Status(id string) (EndpointStatus, bool) {
 		return EndpointStatus{}, false
 	}
 	return st.status(), true
+}
+
+// Statuses returns the state of every endpoint with a stream, sorted by ID:
+// one view of the endpoint set, unlike Endpoints followed by Status for each,
+// which can miss a stream removed in between while one added in between is
+// not listed. Router readiness reads it: an endpoint replaced by one that
+// has not caught up (Ensure of the new one, then Remove of the old) must
+// not leave a moment with neither in view, which reads as caught up. A
+// stream removed after the view was taken reports its last state.
+func (p *Pool) Statuses() []EndpointStatus {
+	p.mu.Lock()
+	sts := make([]*stream, 0, len(p.streams))
+	for _, st := range p.streams {
+		sts = append(sts, st)
+	}
+	p.mu.Unlock()
+	out := make([]EndpointStatus, 0, len(sts))
+	for _, st := range sts {
+		out = append(out, st.status())
+	}
+	slices.SortFunc(out, func(a, b EndpointStatus) int { return strings.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Endpoints returns the IDs of the endpoints with a stream (per-endpoint

@@ -111,3 +111,28 @@ func TestPoolReplayLogSaysWhatWasApplied(t *testing.T) {
 	require.NoError(t, p.Close())
 	require.NoError(t, pub.Close())
 }
+
+// Statuses is every endpoint's Status at once, sorted by ID; a removed
+// endpoint leaves it.
+func TestPoolStatusesListsEveryStream(t *testing.T) {
+	defer leakcheck.Check(t)()
+	p, _ := newTestPool(t, PoolConfig{}, newPoolIndex(t))
+	defer p.Close()
+	require.Empty(t, p.Statuses())
+	// Nothing listens at the events address: both streams stay connecting.
+	for _, id := range []string{"127.0.0.1:8002", "127.0.0.1:8001"} {
+		require.NoError(t, p.Ensure(Endpoint{ID: id, EventsAddress: "tcp://127.0.0.1:1", ReplayAddress: "tcp://127.0.0.1:1"}))
+	}
+	sts := p.Statuses()
+	require.Len(t, sts, 2)
+	require.Equal(t, []string{sts[0].ID, sts[1].ID}, p.Endpoints())
+	for _, st := range sts {
+		require.Equal(t, StateConnecting, st.State)
+		require.Equal(t, "tcp://127.0.0.1:1", st.Replay)
+	}
+	p.Remove("127.0.0.1:8001")
+	sts = p.Statuses()
+	require.Len(t, sts, 1)
+	require.Equal(t, "127.0.0.1:8002", sts[0].ID)
+	require.NoError(t, p.Close())
+}
