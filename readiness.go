@@ -2,7 +2,6 @@ package kvroute
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/kvroute/kvroute/kvevents"
@@ -50,28 +49,18 @@ func (r *Router) Readiness() []EndpointReadiness {
 	if r.events == nil {
 		return nil
 	}
-	p := r.events.eventPool()
 	now := r.now()
-	ids := p.Endpoints()
-	out := make([]EndpointReadiness, 0, len(ids))
-	for _, id := range ids {
-		st, ok := p.Status(id)
-		if !ok {
-			continue
-		}
-		er := EndpointReadiness{ID: id, State: st.State, Since: st.Since, LastApplied: st.LastApplied, Status: st}
+	// One view of the endpoint set (sorted by ID): while SetEndpoints
+	// replaces an endpoint, listing the IDs and then reading each could
+	// miss both the old stream (removed in between) and the new one (added
+	// in between), and an empty set reads as ready.
+	sts := r.events.eventPool().Statuses()
+	out := make([]EndpointReadiness, 0, len(sts))
+	for _, st := range sts {
+		er := EndpointReadiness{ID: st.ID, State: st.State, Since: st.Since, LastApplied: st.LastApplied, Status: st}
 		er.GivenUp = st.State != kvevents.StateLive && r.ready.giveUp >= 0 && now.Sub(st.Since) >= r.ready.giveUp
 		out = append(out, er)
 	}
-	slices.SortFunc(out, func(a, b EndpointReadiness) int {
-		if a.ID < b.ID {
-			return -1
-		}
-		if a.ID > b.ID {
-			return 1
-		}
-		return 0
-	})
 	return out
 }
 

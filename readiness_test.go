@@ -2,6 +2,8 @@ package kvroute
 
 import (
 	"context"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -74,4 +76,66 @@ func TestReadyWithoutEventsIsAlwaysTrue(t *testing.T) {
 	require.True(t, r.Ready())
 	require.Nil(t, r.Readiness())
 	require.Empty(t, r.NotReady())
+}
+
+// TestNotReadyAcrossAnEndpointSwap: endpoints replaced by others that have
+// not caught up (a pod replaced through discovery) leave the router not
+// ready at every instant of the swap. SetEndpoints subscribes the new
+// endpoint before it unsubscribes the old one, so a reader that listed the
+// endpoints before the new one was subscribed and read their states after
+// the old one was removed must still see the old one's state, not an empty
+// set that reads as ready.
+func TestNotReadyAcrossAnEndpointSwap(t *testing.T) {
+	defer leakcheck.Check(t)()
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.DisableRender = true
+	r, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Logger: testLogger(t), Registerer: prometheus.NewRegistry()}})
+	require.NoError(t, err)
+	defer r.Close()
+	// Nothing listens at either endpoint's addresses: both stay connecting.
+	eps := []Endpoint{
+		{ID: "127.0.0.1:18001", EventsAddress: "tcp://127.0.0.1:1", ReplayAddress: "tcp://127.0.0.1:1"},
+		{ID: "127.0.0.1:18002", EventsAddress: "tcp://127.0.0.1:1", ReplayAddress: "tcp://127.0.0.1:1"},
+	}
+	require.NoError(t, r.SetEndpoints(eps[:1]))
+	require.NotEmpty(t, r.NotReady())
+
+	stop := make(chan struct{})
+	ready := make(chan struct{}, 1)
+	var polls atomic.Int64
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if r.NotReady() == "" {
+				select {
+				case ready <- struct{}{}:
+				default:
+				}
+			}
+			polls.Add(1)
+		}
+	}()
+	const swaps = 300
+	for i := range swaps {
+		// Each swap starts once the reader has read the router again, so
+		// that every one of them is watched.
+		for n := polls.Load(); polls.Load() < n+2; {
+			runtime.Gosched()
+		}
+		require.NoError(t, r.SetEndpoints(eps[(i+1)%2:][:1]))
+	}
+	close(stop)
+	<-polled
+	select {
+	case <-ready:
+		t.Fatal("NotReady returned \"\" while every endpoint was connecting")
+	default:
+	}
 }
