@@ -23,43 +23,7 @@ func TestMetricsAuthMergesConcurrentReviews(t *testing.T) {
 	api := newFakeAPIServer(t)
 	auth, url, c := newTestAuth(t, api, metricsAuthConfig{maxInFlight: 1})
 	const n = 8
-	joined := make(chan struct{}, n)
-	auth.flights.onWait = func() { joined <- struct{}{} }
-	gate := make(chan struct{})
-	api.pause.Store(&gate)
-
-	codes := make(chan int, n)
-	for range n {
-		go func() {
-			req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			req.Header.Set("Authorization", "Bearer scraper-new")
-			resp, err := c.Do(req)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			_ = resp.Body.Close()
-			codes <- resp.StatusCode
-		}()
-	}
-	wait := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(time.Minute):
-			t.Fatal(what)
-		}
-	}
-	wait(api.hung, "the review did not reach the API server")
-	for range n - 1 {
-		wait(joined, "a caller did not join the review in flight")
-	}
-	api.pause.Store(nil)
-	close(gate) // the TokenReview answers, then its SubjectAccessReview
+	codes := joinOneReview(t, auth, api, c, url, "scraper-new", n)
 	for range n {
 		require.Equal(t, http.StatusOK, <-codes)
 	}
@@ -92,22 +56,14 @@ func TestMetricsAuthWaiterHonoursItsContext(t *testing.T) {
 		d, err := auth.decide(context.Background(), "scraper", "get", "/metrics")
 		lead <- outcome{d, err}
 	}()
-	select {
-	case <-api.hung:
-	case <-time.After(time.Minute):
-		t.Fatal("the review did not reach the API server")
-	}
+	awaitSignal(t, api.hung, "the review did not reach the API server")
 	ctx, cancel := context.WithCancel(context.Background())
 	waited := make(chan error, 1)
 	go func() {
 		_, err := auth.decide(ctx, "scraper", "get", "/metrics")
 		waited <- err
 	}()
-	select {
-	case <-joined:
-	case <-time.After(time.Minute):
-		t.Fatal("the second caller did not join the review")
-	}
+	awaitSignal(t, joined, "the second caller did not join the review")
 	cancel()
 	err := <-waited
 	require.ErrorIs(t, err, errAuthCanceled)
@@ -154,15 +110,7 @@ func TestMetricsAuthCountsALeavingWaiterAsCanceled(t *testing.T) {
 		_, err := auth.decide(context.Background(), "scraper", "get", "/metrics")
 		lead <- err
 	}()
-	await := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(time.Minute):
-			t.Fatal(what)
-		}
-	}
-	await(api.hung, "the review did not reach the API server")
+	awaitSignal(t, api.hung, "the review did not reach the API server")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	left := make(chan error, 1)
@@ -177,14 +125,64 @@ func TestMetricsAuthCountsALeavingWaiterAsCanceled(t *testing.T) {
 		}
 		left <- err
 	}()
-	await(joined, "the caller did not join the review in flight")
+	awaitSignal(t, joined, "the caller did not join the review in flight")
 	cancel() // the caller leaves; its connection closes
 	require.ErrorIs(t, <-left, context.Canceled)
-	await(handled, "the waiter's handler did not return")
+	awaitSignal(t, handled, "the waiter's handler did not return")
 	require.Equal(t, 1.0, testutil.ToFloat64(auth.results.WithLabelValues("canceled")))
 	require.Zero(t, testutil.ToFloat64(auth.results.WithLabelValues("error")))
 
 	api.pause.Store(nil)
 	close(gate)
 	require.NoError(t, <-lead)
+}
+
+// awaitSignal waits for one signal on ch, failing the test with what after
+// a minute.
+func awaitSignal(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(time.Minute):
+		t.Fatal(what)
+	}
+}
+
+// joinOneReview sends n callers with one token not yet reviewed to url's
+// /metrics while the API server holds its answers, waits until one review
+// has reached it and the other n-1 callers have joined that review, then
+// lets the API server answer (the TokenReview, then its
+// SubjectAccessReview); it returns the callers' status codes, 0 for a
+// caller whose request failed.
+func joinOneReview(t *testing.T, auth *metricsAuth, api *fakeAPIServer, c *http.Client, url, token string, n int) <-chan int {
+	t.Helper()
+	joined := make(chan struct{}, n)
+	auth.flights.onWait = func() { joined <- struct{}{} }
+	gate := make(chan struct{})
+	api.pause.Store(&gate)
+	codes := make(chan int, n)
+	for range n {
+		go func() {
+			req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			req.Header.Set("Authorization", "Bearer "+token)
+			resp, err := c.Do(req)
+			if err != nil {
+				codes <- 0
+				return
+			}
+			_ = resp.Body.Close()
+			codes <- resp.StatusCode
+		}()
+	}
+	awaitSignal(t, api.hung, "the review did not reach the API server")
+	for range n - 1 {
+		awaitSignal(t, joined, "a caller did not join the review in flight")
+	}
+	api.pause.Store(nil)
+	close(gate)
+	return codes
 }

@@ -44,42 +44,7 @@ func TestMetricsAuthReviewRate(t *testing.T) {
 	// its outcome and take nothing more.
 	clock.Advance(time.Second)
 	const n = 4
-	joined := make(chan struct{}, n)
-	auth.flights.onWait = func() { joined <- struct{}{} }
-	gate := make(chan struct{})
-	api.pause.Store(&gate)
-	codes := make(chan int, n)
-	for range n {
-		go func() {
-			req, err := http.NewRequest(http.MethodGet, url+"/metrics", nil)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			req.Header.Set("Authorization", "Bearer scraper-new")
-			resp, err := c.Do(req)
-			if err != nil {
-				codes <- 0
-				return
-			}
-			_ = resp.Body.Close()
-			codes <- resp.StatusCode
-		}()
-	}
-	await := func(ch chan struct{}, what string) {
-		t.Helper()
-		select {
-		case <-ch:
-		case <-time.After(time.Minute):
-			t.Fatal(what)
-		}
-	}
-	await(api.hung, "the review did not reach the API server")
-	for range n - 1 {
-		await(joined, "a caller did not join the review in flight")
-	}
-	api.pause.Store(nil)
-	close(gate)
+	codes := joinOneReview(t, auth, api, c, url, "scraper-new", n)
 	for range n {
 		require.Equal(t, http.StatusOK, <-codes)
 	}
