@@ -22,6 +22,8 @@ type pdReq struct {
 	arrived       time.Time
 	first         time.Time
 	finish        time.Time
+	prefilled     time.Time // a split request's prefiller token (TestPDWhereTheTailIs)
+	pulled        time.Time // a split request's KV on its decoder
 	decode        int
 	prefill       int // -1: prefilled on the decode engine
 	pf            *pdSeq
@@ -296,9 +298,11 @@ func (r *pdRun) handle() error {
 		rq := n.rq
 		switch n.kind {
 		case notePrefilled:
+			rq.prefilled = n.at
 			r.rt.prefilled(rq)
 			r.submitDecode(rq, true)
 		case notePulled:
+			rq.pulled = n.at
 			r.engines[rq.prefill].release(r.now, rq.pf)
 		case noteFirst:
 			rq.first = n.at
