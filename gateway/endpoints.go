@@ -46,7 +46,8 @@ func ParseEndpoints(list string) ([]kvroute.Endpoint, error) {
 // must be one Kubernetes would take on a pod), "role"
 // (prefill, decode or both; see package disagg), and the KV-event sockets:
 // "eventsAddress", "replayAddress" and "snapshotAddress" (tcp://host:port)
-// and "rank" (the data-parallel rank, 0 to 65535). The file is read by the
+// and "rank" (the data-parallel rank; over 65535 only with an
+// eventsAddress, since the default addresses add it to a port). The file is read by the
 // rules of every kvroute configuration, so that a mistyped file fails
 // instead of routing to a different fleet: a key must be exactly a field's
 // JSON name ("ID" is an unknown key, not "id"), an unknown or repeated key is
@@ -70,8 +71,8 @@ func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
 // host:port with a numeric port, at most endpointid.MaxBytes of UTF-8 (an
 // ID is a label value of the per-endpoint metrics) and unique, that labels
 // are Kubernetes label keys and values, and that addresses are http(s) base
-// URLs, that a rank is a data-parallel rank (0 to 65535: it offsets a
-// port) and that the socket addresses (eventsAddress, replayAddress,
+// URLs, that a rank is not negative and, without an eventsAddress, at
+// most 65535 (it offsets a port) and that the socket addresses (eventsAddress, replayAddress,
 // snapshotAddress) are tcp://host:port, so that a mistake in a file is
 // reported when it is loaded rather than when the router subscribes. An ID
 // over the bound is named by its entry's index and shown cut.
@@ -114,14 +115,23 @@ func validateEndpoints(eps []kvroute.Endpoint) error {
 	return nil
 }
 
-// maxRank bounds an endpoint's rank: vLLM adds it to a TCP port.
+// maxRank bounds the rank of an endpoint whose eventsAddress is derived
+// from it: vLLM adds the rank to a TCP port.
 const maxRank = 65535
 
 // checkSockets checks e's rank and its KV-event socket addresses as the
-// router does when it subscribes (Router.SetEndpoints), naming the key.
+// router does when it subscribes (Router.SetEndpoints), naming the key. A
+// rank only offsets the ports of the addresses derived from it, so a rank
+// past a port is refused only when eventsAddress, which the router always
+// derives when it is missing, is not given; whether the replay and snapshot
+// addresses are derived depends on the router's configuration, and the
+// router refuses a derived port past 65535, naming the address.
 func checkSockets(e kvroute.Endpoint) error {
-	if e.Rank < 0 || e.Rank > maxRank {
-		return fmt.Errorf("rank %d not in [0, %d]", e.Rank, maxRank)
+	if e.Rank < 0 {
+		return fmt.Errorf("negative rank %d", e.Rank)
+	}
+	if e.Rank > maxRank && e.EventsAddress == "" {
+		return fmt.Errorf("rank %d is over %d, so eventsAddress cannot be derived from it: give eventsAddress", e.Rank, maxRank)
 	}
 	for _, a := range []struct{ key, addr string }{
 		{"eventsAddress", e.EventsAddress}, {"replayAddress", e.ReplayAddress}, {"snapshotAddress", e.SnapshotAddress},

@@ -128,8 +128,8 @@ func TestLoadEndpointsSockets(t *testing.T) {
 	require.Equal(t, 3, eps[0].Rank)
 	require.Equal(t, "tcp://10.0.0.7:6001", eps[0].EventsAddress)
 	for name, tc := range map[string]struct{ doc, want string }{
-		"negative rank":    {`[{"id":"h:1"},{"id":"h:2","rank":-1}]`, "endpoint h:2: rank -1 not in [0, 65535]"},
-		"rank past a port": {`[{"id":"h:1","rank":65536}]`, "endpoint h:1: rank 65536 not in [0, 65535]"},
+		"negative rank":    {`[{"id":"h:1"},{"id":"h:2","rank":-1}]`, "endpoint h:2: negative rank -1"},
+		"rank past a port": {`[{"id":"h:1","rank":65536}]`, "endpoint h:1: rank 65536 is over 65535, so eventsAddress cannot be derived from it: give eventsAddress"},
 		"events scheme":    {`[{"id":"h:1","eventsAddress":"ipc:///tmp/kv"}]`, `endpoint h:1: eventsAddress: zmqx: unsupported scheme "ipc"`},
 		"events no port":   {`[{"id":"h:1","eventsAddress":"tcp://10.0.0.7"}]`, `endpoint h:1: eventsAddress: zmqx: bad address "tcp://10.0.0.7"`},
 		"events big port":  {`[{"id":"h:1","eventsAddress":"tcp://10.0.0.7:70000"}]`, `endpoint h:1: eventsAddress: zmqx: bad address "tcp://10.0.0.7:70000": port "70000"`},
@@ -140,4 +140,24 @@ func TestLoadEndpointsSockets(t *testing.T) {
 		require.ErrorIs(t, err, ErrInvalidEndpoints, name)
 		require.ErrorContains(t, err, tc.want, name)
 	}
+}
+
+// TestLoadEndpointsLargeRank: a rank only offsets the ports of the socket
+// addresses derived from it, so a rank past a port is taken when the entry
+// names its eventsAddress (the one address always derived when missing);
+// the replay and snapshot addresses are derived only when the router's
+// configuration turns them on, and the router refuses a port past 65535
+// then, naming the address.
+func TestLoadEndpointsLargeRank(t *testing.T) {
+	eps, err := LoadEndpoints(strings.NewReader(`[{"id":"10.0.0.7:8000","rank":70000,"eventsAddress":"tcp://10.0.0.7:6001",
+		"replayAddress":"tcp://10.0.0.7:6002","snapshotAddress":"tcp://10.0.0.7:6003"},
+		{"id":"10.0.0.8:8000","rank":1000000,"eventsAddress":"tcp://10.0.0.8:6001"}]`))
+	require.NoError(t, err)
+	require.Equal(t, 70000, eps[0].Rank)
+	require.Equal(t, 1000000, eps[1].Rank)
+
+	_, err = LoadEndpoints(strings.NewReader(`[{"id":"10.0.0.7:8000","rank":70000,
+		"replayAddress":"tcp://10.0.0.7:6002","snapshotAddress":"tcp://10.0.0.7:6003"}]`))
+	require.ErrorIs(t, err, ErrInvalidEndpoints)
+	require.ErrorContains(t, err, "endpoint 10.0.0.7:8000: rank 70000 is over 65535, so eventsAddress cannot be derived from it: give eventsAddress")
 }
