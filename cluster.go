@@ -57,7 +57,7 @@ func endpointIDs(eps map[string]Endpoint) []string {
 // its other keys is reported when the configuration is read, not first
 // when an operator adds the addresses.
 func validateCluster(c cluster.Config) error {
-	return c.WithDefaults().Validate()
+	return c.Validate() // reads the defaults without drawing a replica ID
 }
 
 // Cluster returns the router's replica membership, nil when Config.Cluster

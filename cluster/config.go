@@ -149,22 +149,41 @@ const (
 	maxDuration = 10 * 365 * 24 * time.Hour
 )
 
+// randRead draws the random suffix of a default ReplicaID (crypto/rand's
+// Read; a test counts its calls).
+var randRead = rand.Read
+
 // ErrInvalidConfig is wrapped by every configuration error of this package.
 var ErrInvalidConfig = errors.New("cluster: invalid config")
 
 // Enabled reports whether the configuration asks for a cluster (any Addrs).
 func (c Config) Enabled() bool { return len(c.Addrs) > 0 }
 
-// WithDefaults returns c with every zero setting at its default.
+// WithDefaults returns c with every zero setting at its default; an empty
+// ReplicaID becomes the host name plus a random suffix, drawn anew at each
+// call.
 func (c Config) WithDefaults() Config {
+	c = c.withSettingDefaults()
+	if c.ReplicaID == "" {
+		var b [6]byte
+		_, _ = randRead(b[:])
+		c.ReplicaID = defaultReplicaID(b)
+	}
+	return c
+}
+
+// defaultReplicaID is the default ReplicaID of this host with the suffix b:
+// at most 113 bytes, each a name byte.
+func defaultReplicaID(b [6]byte) string {
+	host, _ := os.Hostname()
+	return sanitize(host) + "-" + hex.EncodeToString(b[:])
+}
+
+// withSettingDefaults is WithDefaults but for ReplicaID, which it leaves
+// as it is.
+func (c Config) withSettingDefaults() Config {
 	if c.Pool == "" {
 		c.Pool = DefaultPool
-	}
-	if c.ReplicaID == "" {
-		host, _ := os.Hostname()
-		var b [6]byte
-		_, _ = rand.Read(b[:])
-		c.ReplicaID = sanitize(host) + "-" + hex.EncodeToString(b[:])
 	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d == 0 {
@@ -190,8 +209,16 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate reports the first invalid setting of c (after WithDefaults).
+// Validate reports the first invalid setting of c, each zero setting read
+// as WithDefaults sets it. An empty ReplicaID is checked as a default one of
+// this host (its length bounds a decision's keys) without drawing its random
+// suffix: validating a configuration neither consumes randomness nor
+// changes what a later WithDefaults yields.
 func (c Config) Validate() error {
+	c = c.withSettingDefaults()
+	if c.ReplicaID == "" {
+		c.ReplicaID = defaultReplicaID([6]byte{})
+	}
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, fmt.Sprintf(format, args...))
 	}

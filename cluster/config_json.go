@@ -12,7 +12,7 @@ import (
 // the result, with its defaults, is validated.
 func LoadConfig(r io.Reader) (Config, error) {
 	return jsonconf.Load(r, Config{}, jsonconf.Under(ErrInvalidConfig), func(c Config) error {
-		return c.WithDefaults().Validate()
+		return c.Validate()
 	})
 }
 
