@@ -9,9 +9,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// kubeClients builds the Kubernetes clients discovery and the metrics
-// port's reviews need: restClients, which tests replace with fake
-// clientsets.
+// kubeClients builds the Kubernetes clients discovery (and leader
+// election, which shares discovery's) and the metrics port's reviews
+// need: restClients, which tests replace with fake clientsets.
 var kubeClients = restClients
 
 // clientLimits is a Kubernetes client's client-side rate limit: qps
@@ -22,6 +22,10 @@ type clientLimits struct {
 	qps   float32
 	burst int
 }
+
+// discoveryClientLimits are the limits of discovery's client, which leader
+// election shares: none, so that each API group keeps its own.
+var discoveryClientLimits = clientLimits{}
 
 // restClients builds the Kubernetes clients limited by limits, from
 // kubeconfig or, when it is empty, the in-cluster configuration.

@@ -113,3 +113,25 @@ func TestEveryAcceptedReviewRateBuildsTheReviewsClient(t *testing.T) {
 		require.NoError(t, err, rate)
 	}
 }
+
+// Leader election shares discovery's client, which is safe only while
+// that client has no limits of its own: each API group then has a rate
+// limiter apart, and the Lease's group (coordination.k8s.io) is the
+// election's alone, so the pods' watches and lists (core) never queue a
+// renewal. Limits given to discovery's client would be one bucket shared
+// by every group, the renewals among them: the election then needs a
+// client of its own, as the reviews have.
+func TestElectionHasItsOwnRateLimit(t *testing.T) {
+	kube, _, err := restClients(kubeconfigFile(t), discoveryClientLimits)
+	require.NoError(t, err)
+	cs := kube.(*kubernetes.Clientset)
+	lease := cs.CoordinationV1().RESTClient().GetRateLimiter()
+	for name, other := range map[string]interface{ QPS() float32 }{
+		"core (pods)":        cs.CoreV1().RESTClient().GetRateLimiter(),
+		"discovery.k8s.io":   cs.DiscoveryV1().RESTClient().GetRateLimiter(),
+		"authentication.k8s": cs.AuthenticationV1().RESTClient().GetRateLimiter(),
+	} {
+		require.False(t, lease == other, "the Lease's rate limiter is shared with %s", name)
+	}
+	require.InDelta(t, 5, lease.QPS(), 1e-6, "client-go's default, for a renewal every retry period")
+}

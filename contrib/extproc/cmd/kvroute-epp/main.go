@@ -169,10 +169,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var ha *leader           // with --ha-enable-leader-election
 	var poolD *k8s.Discovery // following the InferencePool or the endpoint selector
 	if pool, ok := poolDiscovery(f); ok || f.renderSelector != "" {
-		kube, dyn, err := kubeClients(f.kubeconfig, clientLimits{})
+		kube, dyn, err := kubeClients(f.kubeconfig, discoveryClientLimits)
 		if err != nil {
 			return err
 		}
+		// Leader election shares discovery's client: without limits of its
+		// own, each API group's client keeps a client-go rate limiter apart,
+		// and the election alone uses coordination.k8s.io, so the pods'
+		// watches (core) and the pool's (the dynamic client) never delay a
+		// renewal, nor the renewals a list (TestElectionHasItsOwnRateLimit).
 		if ha, err = startLeaderElection(ctx, f, kube, router.Cluster() != nil, ropts.Set); err != nil {
 			return err
 		}
