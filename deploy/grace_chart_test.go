@@ -32,6 +32,21 @@ func chartStopDefaults(t *testing.T) map[string]time.Duration {
 	return defaults
 }
 
+// chartCheckpointMargin is the time the chart's Deployment template leaves
+// for writing the index checkpoint after kvroute-epp's stop timeouts (its
+// $checkpoint), which the grace period must cover too.
+func chartCheckpointMargin(t *testing.T) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(chartDir + "/templates/deployment.yaml")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`\$checkpoint := "([^"]+)" -}}`).FindSubmatch(b)
+	require.NotNil(t, m, "the template's $checkpoint")
+	d, err := time.ParseDuration(string(m[1]))
+	require.NoError(t, err)
+	require.Equal(t, 5*time.Second, d, "the margin values.yaml, the chart's README and kvroute's README state")
+	return d
+}
+
 // deploymentGrace is a Deployment's terminationGracePeriodSeconds.
 func deploymentGrace(t *testing.T, doc []byte) time.Duration {
 	t.Helper()
@@ -45,33 +60,61 @@ func deploymentGrace(t *testing.T, doc []byte) time.Duration {
 // (30s, llm-d's default), then lets its streams finish for
 // --shutdown-timeout (10s) and the metrics port's requests for
 // --metrics-shutdown-timeout (5s), exports the spans left for
-// --tracing-flush-timeout (10s) and writes the index checkpoint: the
-// plain manifests' and the chart's default grace period (60s) cover all
-// of it, where Kubernetes' default (30s) would kill the picker mid-drain.
+// --tracing-flush-timeout (10s) and writes the index checkpoint, for which
+// the chart leaves 5s: the plain manifest's grace period covers all of it
+// with the timeouts its args give (the defaults where they give none), and
+// so does the chart's default (60s), where Kubernetes' default (30s) would
+// kill the picker mid-drain.
 func TestManifestsGraceCoversTheDrainWindow(t *testing.T) {
+	margin := chartCheckpointMargin(t)
+	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
+	require.NoError(t, err)
+	var deployments int
+	for _, doc := range splitDocs(t, "deployment.yaml", b) {
+		if !strings.Contains(string(doc), "kind: Deployment") {
+			continue
+		}
+		deployments++
+		var d appsv1.Deployment
+		require.NoError(t, yaml.UnmarshalStrict(doc, &d))
+		timeouts := chartStopDefaults(t)
+		for _, c := range d.Spec.Template.Spec.Containers {
+			for _, a := range c.Args {
+				name, v, ok := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+				if _, stop := timeouts[name]; ok && stop {
+					d, err := time.ParseDuration(v)
+					require.NoError(t, err, a)
+					if d > 0 || name == "drain-timeout" { // a zero stop timeout is its default
+						timeouts[name] = d
+					}
+				}
+			}
+		}
+		stop := margin
+		for _, d := range timeouts {
+			stop += d
+		}
+		require.Greater(t, stop, 30*time.Second)
+		require.GreaterOrEqual(t, deploymentGrace(t, doc), stop, "%s: the stop timeouts %v and %v for the checkpoint", d.Name, timeouts, margin)
+	}
+	require.Equal(t, 1, deployments)
+
 	var stop time.Duration
 	for _, d := range chartStopDefaults(t) {
 		stop += d
 	}
-	require.Greater(t, stop, 30*time.Second)
-	b, err := os.ReadFile("kvroute-epp/deployment.yaml")
-	require.NoError(t, err)
-	for _, doc := range splitDocs(t, "deployment.yaml", b) {
-		if strings.Contains(string(doc), "kind: Deployment") {
-			require.GreaterOrEqual(t, deploymentGrace(t, doc), stop)
-		}
-	}
 	traced := strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n  tracing: {enabled: true}\n", 1)
 	grace := deploymentGrace(t, chartObjects(t, loadSchemas(t), traced)["Deployment"][0])
 	require.Equal(t, 60*time.Second, grace, "the chart's default")
-	require.GreaterOrEqual(t, grace, stop)
+	require.GreaterOrEqual(t, grace, stop+margin)
 }
 
 // The chart's grace period is inferenceExtension.terminationGracePeriodSeconds,
-// and a render whose flags make kvroute-epp's stop longer than it fails,
-// naming the value and each part: the flags' durations (a zero stop
-// timeout is its default, a zero drain window none), rounded up to the
-// second, with tracing-flush-timeout only when tracing is on.
+// and a render whose flags make kvroute-epp's stop, with 5s over for the
+// index checkpoint, longer than it fails, naming the value and each part:
+// the flags' durations (a zero stop timeout is its default, a zero drain
+// window none) and the checkpoint's margin, rounded up to the second, with
+// tracing-flush-timeout only when tracing is on.
 func TestChartGraceCoversTheStopTimeouts(t *testing.T) {
 	s := loadSchemas(t)
 	with := func(values string) string {
@@ -79,21 +122,23 @@ func TestChartGraceCoversTheStopTimeouts(t *testing.T) {
 	}
 	for values, grace := range map[string]time.Duration{
 		"  terminationGracePeriodSeconds: 90\n":                                                                                      90 * time.Second,
-		"  terminationGracePeriodSeconds: 45\n":                                                                                      45 * time.Second, // 30s + 10s + 5s, no tracing
-		"  terminationGracePeriodSeconds: 55\n  tracing: {enabled: true}\n":                                                          55 * time.Second,
-		"  terminationGracePeriodSeconds: 15\n  flags: {drain-timeout: \"0\"}\n":                                                     15 * time.Second,
-		"  terminationGracePeriodSeconds: 45\n  flags: {shutdown-timeout: \"0s\", metrics-shutdown-timeout: \"0\"}\n":                45 * time.Second,
-		"  terminationGracePeriodSeconds: 120\n  flags: {drain-timeout: 1m, shutdown-timeout: 30s, metrics-shutdown-timeout: 10s}\n": 120 * time.Second,
+		"  terminationGracePeriodSeconds: 50\n":                                                                                      50 * time.Second, // 30s + 10s + 5s, no tracing, + 5s
+		"  terminationGracePeriodSeconds: 60\n  tracing: {enabled: true}\n":                                                          60 * time.Second,
+		"  terminationGracePeriodSeconds: 20\n  flags: {drain-timeout: \"0\"}\n":                                                     20 * time.Second,
+		"  terminationGracePeriodSeconds: 50\n  flags: {shutdown-timeout: \"0s\", metrics-shutdown-timeout: \"0\"}\n":                50 * time.Second,
+		"  terminationGracePeriodSeconds: 105\n  flags: {drain-timeout: 1m, shutdown-timeout: 30s, metrics-shutdown-timeout: 10s}\n": 105 * time.Second,
 	} {
 		require.Equal(t, grace, deploymentGrace(t, chartObjects(t, s, with(values))["Deployment"][0]), values)
 	}
 	for values, want := range map[string]string{
-		"  flags: {drain-timeout: 45500ms}\n":                                "inferenceExtension.terminationGracePeriodSeconds 60 is shorter than kvroute-epp's stop after SIGTERM, 61s (drain-timeout 45500ms + metrics-shutdown-timeout 5s + shutdown-timeout 10s)",
-		"  terminationGracePeriodSeconds: 54\n  tracing: {enabled: true}\n":  "54 is shorter than kvroute-epp's stop after SIGTERM, 55s (drain-timeout 30s + metrics-shutdown-timeout 5s + shutdown-timeout 10s + tracing-flush-timeout 10s)",
-		"  flags: {shutdown-timeout: 1m}\n":                                  "shutdown-timeout 1m",
-		"  tracing: {enabled: true}\n  flags: {tracing-flush-timeout: 1m}\n": "tracing-flush-timeout 1m",
-		"  flags: {metrics-shutdown-timeout: \"10\"}\n":                      "inferenceExtension.flags.metrics-shutdown-timeout: \"10\" is not a duration of zero or more such as 5s",
-		"  flags: {drain-timeout: -1s}\n":                                    "inferenceExtension.flags.drain-timeout: \"-1s\" is not a duration",
+		"  flags: {drain-timeout: 40500ms}\n":                                  "inferenceExtension.terminationGracePeriodSeconds 60 is shorter than kvroute-epp's stop after SIGTERM with the index checkpoint's write, 61s (drain-timeout 40500ms + metrics-shutdown-timeout 5s + shutdown-timeout 10s + checkpoint 5s)",
+		"  terminationGracePeriodSeconds: 59\n  tracing: {enabled: true}\n":    "59 is shorter than kvroute-epp's stop after SIGTERM with the index checkpoint's write, 60s (drain-timeout 30s + metrics-shutdown-timeout 5s + shutdown-timeout 10s + tracing-flush-timeout 10s + checkpoint 5s)",
+		"  terminationGracePeriodSeconds: 49\n":                                "49 is shorter than kvroute-epp's stop after SIGTERM with the index checkpoint's write, 50s",
+		"  terminationGracePeriodSeconds: 45\n  flags: {drain-timeout: 30s}\n": "leave 5s over the stop timeouts for the index checkpoint",
+		"  flags: {shutdown-timeout: 1m}\n":                                    "shutdown-timeout 1m",
+		"  tracing: {enabled: true}\n  flags: {tracing-flush-timeout: 1m}\n":   "tracing-flush-timeout 1m",
+		"  flags: {metrics-shutdown-timeout: \"10\"}\n":                        "inferenceExtension.flags.metrics-shutdown-timeout: \"10\" is not a duration of zero or more such as 5s",
+		"  flags: {drain-timeout: -1s}\n":                                      "inferenceExtension.flags.drain-timeout: \"-1s\" is not a duration",
 	} {
 		_, err := renderChart(t, with(values))
 		require.ErrorContains(t, err, want, values)
@@ -105,14 +150,15 @@ func TestChartGraceCoversTheStopTimeouts(t *testing.T) {
 // Every duration kvroute-epp's flags accept (Go's time.ParseDuration: a
 // sign, fractions, any run of units, µs spelt with the micro sign or the
 // Greek mu) renders, and is summed as kvroute-epp reads it: the grace
-// period the render asks for is the flags' stop, rounded up to the second.
+// period the render asks for is the flags' stop and the checkpoint's
+// margin, rounded up to the second.
 func TestChartGraceReadsDurationsAsKvrouteEpp(t *testing.T) {
-	stopDefaults := chartStopDefaults(t)
+	stopDefaults, margin := chartStopDefaults(t), chartCheckpointMargin(t)
 	for _, v := range []string{"1h30m", "1.5s", "500ms", "0", "90s", "2m0s", "1µs", "1μs", "1us", "1000000ns",
 		"+1s", "+0", "-0", "-0s", "1.s", ".5s", "1h1m1s1ms1us1ns", "0.000000001s"} {
 		d, err := time.ParseDuration(v)
 		require.NoError(t, err, v)
-		stop := d + stopDefaults["shutdown-timeout"] + stopDefaults["metrics-shutdown-timeout"]
+		stop := d + stopDefaults["shutdown-timeout"] + stopDefaults["metrics-shutdown-timeout"] + margin
 		grace := int64((stop + time.Second - 1) / time.Second)
 		flags := "  flags: {drain-timeout: \"" + v + "\"}\n"
 		values := strings.Replace(minimalValues, "inferenceExtension:\n", "inferenceExtension:\n"+flags, 1)

@@ -16,7 +16,9 @@ import (
 // finish for --metrics-shutdown-timeout, then are cut. Last, with
 // --tracing, the spans still batched are exported for at most
 // --tracing-flush-timeout (tracing.go). The pod's
-// terminationGracePeriodSeconds must cover the drain window and the three.
+// terminationGracePeriodSeconds must cover the drain window and the three,
+// with a few seconds over for writing the index checkpoint (the chart
+// requires 5s).
 
 const (
 	// defaultShutdownTimeout is how long ext_proc's streams in flight may
