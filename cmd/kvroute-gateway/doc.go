@@ -105,7 +105,8 @@
 // response, so that the Service or load balancer stops sending it requests
 // (and clients reconnect elsewhere) before it stops accepting; in
 // Kubernetes, set terminationGracePeriodSeconds above the two timeouts
-// together. The proxy itself lives in the importable package
+// together, with a few seconds more when --checkpoint is set, for the
+// final checkpoint written as the router closes. The proxy itself lives in the importable package
 // github.com/kvroute/kvroute/gateway, and the command line in
 // github.com/kvroute/kvroute/gateway/gatewaycmd.
 //
