@@ -48,9 +48,12 @@ func (p *Pool) newStreamLocked(id, model, replayAddr string) *stream {
 }
 
 // closeStream closes st; forget also drops its metric series and the
-// Applier's memory of the endpoint (it left the pool).
+// Applier's memory of the endpoint (it left the pool). A stream whose
+// entries are cleared while the endpoint stays (clearIndex without
+// forget) is one a new stream replaces: its dropped messages are counted
+// (stream.close).
 func (p *Pool) closeStream(st *stream, clearIndex, forget bool) {
-	st.close(clearIndex)
+	st.close(clearIndex, clearIndex && !forget)
 	p.mu.Lock()
 	if p.streams[st.id] == st {
 		delete(p.streams, st.id)

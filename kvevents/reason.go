@@ -40,6 +40,6 @@ const (
 	dropNotSelected     Reason = "not_selected"          // bind mode: the endpoint's labels do not match Options.Matcher
 	dropAlreadyApplied  Reason = "already_applied"       // live message at or below the watermark (a replay applied it first)
 	dropModelMismatch   Reason = "model_mismatch"        // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
-	dropSuperseded      Reason = "superseded"            // live message held or queued when a publisher restart, a new publisher identity or Resync began a new generation (the replay that follows rebuilds the endpoint)
+	dropSuperseded      Reason = "superseded"            // live message held or queued when a publisher restart, a new publisher identity or Resync began a new generation (the replay that follows rebuilds the endpoint), or when a new address, replay address or model replaced the endpoint's stream
 	dropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
 )

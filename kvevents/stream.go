@@ -55,7 +55,8 @@ import (
 //     queue; a full queue drops it (reason "queue_full") and requests a
 //     catch-up replay.
 //   - the worker applies queued messages under mu; messages of an older
-//     generation are discarded (counted, reason "superseded").
+//     generation are discarded (counted, reason "superseded"), as are
+//     those of a stream a new one replaced (a new address or model).
 //   - at most one replay goroutine per generation fetches missed batches
 //     and hands each one, and at the end its outcome, to the worker
 //     (stream.onWorker), which applies them under mu: replayed and live
@@ -168,6 +169,7 @@ type stream struct {
 type seqState struct {
 	gen       uint64
 	closed    bool
+	replaced  bool   // closed for a new stream of the same endpoint: its queued messages are counted as dropped (close)
 	has       bool   // a watermark exists
 	applied   uint64 // index watermark: last sequence applied
 	model     string // model of the last applied live message (for replays)
@@ -278,9 +280,20 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 }
 
 // close stops the stream: nothing is applied after it returns. With clear,
-// the endpoint's entries are removed from the index.
-func (st *stream) close(clear bool) {
+// the endpoint's entries are removed from the index. replaced: the
+// endpoint stays in the pool under a new stream (a new address, replay
+// address or model), so the live messages this one still holds or has
+// queued are dropped inputs of the endpoint, counted as superseded like
+// those of a new generation: the held ones here, the queued ones when the
+// worker reaches them (handle) or discards them as the pool closes
+// (discardQueued). Otherwise the endpoint leaves the pool, or the pool
+// closes, with everything in flight, and nothing is counted.
+func (st *stream) close(clear, replaced bool) {
 	st.lock()
+	if replaced && !st.s.closed {
+		st.p.m.drop(st.id, dropSuperseded, len(st.s.held))
+		st.s.replaced = true
+	}
 	st.s.closed = true
 	st.closed.Store(true)
 	st.bumpGenLocked()

@@ -7,8 +7,9 @@ import (
 // bumpGenLocked starts a new generation: queued and held messages and the
 // running replay of the previous one are discarded. The held ones are
 // counted here (reason "superseded"), the queued ones when the worker
-// reaches them (handle); on close neither is: the endpoint leaves the
-// pool, or the pool closes, with everything in flight.
+// reaches them (handle); on close neither is here: close counts them
+// itself when a new stream replaces the endpoint's, and else the endpoint
+// leaves the pool, or the pool closes, with everything in flight.
 func (st *stream) bumpGenLocked() {
 	s := &st.s
 	if !s.closed {
@@ -60,6 +61,17 @@ func (st *stream) catchUpLocked() {
 	}
 }
 
+// discardQueued accounts for a message still queued when the pool closed
+// (worker.run): one of a stream a new stream replaced is counted, as handle
+// would have counted it.
+func (st *stream) discardQueued() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.s.closed && st.s.replaced {
+		st.p.m.drop(st.id, dropSuperseded, 1)
+	}
+}
+
 // coolingLocked reports whether no replay may start now: after a failed
 // replay, for ReplayCooldown, and while a rebuild waits for a replay slot.
 func (st *stream) coolingLocked() bool {
@@ -71,6 +83,9 @@ func (st *stream) handle(it item, dec *wire.Decoder, b *wire.Batch) {
 	st.lock()
 	defer st.unlock()
 	if st.s.closed {
+		if st.s.replaced {
+			st.p.m.drop(st.id, dropSuperseded, 1) // queued before a new stream replaced this one (close)
+		}
 		return
 	}
 	if it.gen != st.s.gen {

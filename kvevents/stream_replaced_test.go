@@ -1,0 +1,108 @@
+package kvevents
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/zmqpub"
+	"github.com/kvroute/kvroute/kvevents/wire"
+	"github.com/kvroute/kvroute/replay"
+)
+
+// queuedOn is the number of messages st has queued on its worker.
+func queuedOn(st *stream) int {
+	st.w.mu.Lock()
+	defer st.w.mu.Unlock()
+	return st.w.perEp[st].msgs
+}
+
+// blockWorker parks st's worker until the returned release is called, so
+// that live messages stay queued. release may be called more than once (a
+// deferred call lets a failing test close its pool).
+func blockWorker(t *testing.T, st *stream) (release func()) {
+	t.Helper()
+	started, done := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go st.onWorker(context.Background(), func(*wire.Decoder, *wire.Batch) {
+		close(started)
+		<-done
+	})
+	await(t, started, "the worker parked")
+	return func() { once.Do(func() { close(done) }) }
+}
+
+// An endpoint whose events address changes gets a new stream: the old
+// one's live messages, held behind its connect replay (which never gets an
+// answer) or still queued on its worker, are dropped with it, and each one
+// is counted once (dropped_total{reason="superseded"}), whether the worker
+// reaches the queued ones before the pool closes or not. Before, they
+// vanished from every metric.
+func TestPoolReplacedStreamCountsItsHeldAndQueuedMessages(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		closeFirst bool // the pool closes while the messages are still queued
+	}{{"worker reaches them", false}, {"pool closes first", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			raddr, accepted, stopPeer := startSilentPeer(t)
+			defer stopPeer()
+			pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+			defer pub.Close()
+			pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+			defer pub2.Close()
+			p, logs := newTestPool(t, PoolConfig{Concurrency: 1, TailProbeDelay: -1, ReplayGrace: time.Hour,
+				ReplayClient: replay.ClientConfig{IdleTimeout: time.Hour, Limiter: replay.NewLimiter(8)}}, newPoolIndex(t))
+			defer p.Close()
+			const id = "127.0.0.1:8000"
+			ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: raddr}
+			require.NoError(t, p.Ensure(ep))
+			publishUntilReceived(t, p, pub, id)
+			await(t, accepted, "the connect replay's connection")
+			old := p.stream(id)
+			last := publishN(t, pub, 3)
+			m := p.metrics()
+			var held int
+			require.Eventually(t, func() bool {
+				old.mu.Lock()
+				held = len(old.s.held)
+				old.mu.Unlock()
+				return statusOf(p, id).LastSeq == last && float64(held) == counter(m.MessagesReceived, id)
+			}, poolWait, poolTick, "every received message held: %s", logs)
+			require.Positive(t, held)
+
+			release := blockWorker(t, old)
+			defer release()
+			const queued = 4
+			publishN(t, pub, queued)
+			require.Eventually(t, func() bool { return queuedOn(old) == queued }, poolWait, poolTick,
+				"messages queued behind the parked worker: %d", queuedOn(old))
+
+			ep.EventsAddress = pub2.Endpoint()
+			require.NoError(t, p.Ensure(ep)) // returns once the old stream is closed
+			require.NotSame(t, old, p.stream(id))
+			require.Equal(t, float64(held), counter(m.Dropped, id, string(dropSuperseded)), "held messages, counted at the replacement")
+
+			if tc.closeFirst {
+				closed := make(chan error, 1)
+				go func() { closed <- p.Close() }()
+				await(t, p.stop, "the workers told to stop") // the worker may drain the queue, or handle it first
+				release()
+				require.NoError(t, await(t, closed, "the pool closed"))
+			} else {
+				release()
+				require.Eventually(t, func() bool { return queuedOn(old) == 0 }, poolWait, poolTick)
+				// The worker runs one thing at a time: once this runs, the
+				// queued messages it took were handled.
+				require.True(t, p.stream(id).sequenced(func() {}))
+			}
+			require.Equal(t, float64(held+queued), counter(m.Dropped, id, string(dropSuperseded)),
+				"held and queued messages, each counted once: %s", logs)
+			require.NoError(t, p.Close())
+		})
+	}
+}
