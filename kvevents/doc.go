@@ -248,7 +248,9 @@
 // replay buffer that no longer reaches the position keeps the loaded
 // entries and continues from the window (PoolConfig.ClearOnResumeGap
 // clears instead). Outcomes are counted in
-// kvroute_kv_events_resumes_total{pod_identifier,result}.
+// kvroute_kv_events_resumes_total{pod_identifier,result}; a publisher
+// restart or Resync that clears the endpoint before the check ends counts
+// the resume as "superseded".
 //
 // # Publishing
 //

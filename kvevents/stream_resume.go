@@ -43,7 +43,9 @@ import "github.com/kvroute/kvroute/kvevents/wire"
 // Without a replay address, while replays are cooling down, or after the
 // check failed, there is no digest to compare: the first live message at
 // the next sequence is accepted ("unverified"), one at or below the
-// position means a restart, and a later one is a gap as above.
+// position means a restart, and a later one is a gap as above. A publisher
+// restart or a Resync that clears the endpoint before any of these is
+// decided counts the resume as "superseded" (bumpGenLocked).
 type resumeState struct {
 	adopted    bool     // the position was looked up (once, before anything else)
 	pending    bool     // the adopted position is not verified yet

@@ -5,7 +5,8 @@ import (
 )
 
 // bumpGenLocked starts a new generation: queued and held messages and the
-// running replay of the previous one are discarded. The held ones are
+// running replay of the previous one are discarded, and a resume whose
+// check has not ended is counted as superseded. The held ones are
 // counted here (reason "superseded"), the queued ones when the worker
 // reaches them (handle); on close neither is here: close counts them
 // itself when a new stream replaces the endpoint's, and else the endpoint
@@ -14,6 +15,14 @@ func (st *stream) bumpGenLocked() {
 	s := &st.s
 	if !s.closed {
 		st.p.m.drop(st.id, dropSuperseded, len(s.held))
+		if s.rs.pending || s.rs.replaced {
+			// The recorded position's check (or the snapshot load that
+			// replaced its entries) has not ended, and the new generation
+			// clears the endpoint: count the resume once, as superseded
+			// (clearLocked then forgets the position).
+			s.rs.pending, s.rs.replaced = false, false
+			st.p.rm.count(st.id, resumeSuperseded)
+		}
 	}
 	s.gen++
 	st.gen.Store(s.gen)
