@@ -71,7 +71,8 @@ func (p *Pool) Status(id string) (EndpointStatus, bool) {
 // Statuses returns the state of every endpoint with a stream, sorted by ID:
 // one view of the endpoint set, unlike Endpoints followed by Status for each,
 // which can miss a stream removed in between while one added in between is
-// not listed. Router readiness reads it: an endpoint replaced by one that
+// not listed. Router readiness and the state collector (NewStateCollector)
+// read it: an endpoint replaced by one that
 // has not caught up (Ensure of the new one, then Remove of the old) must
 // not leave a moment with neither in view, which reads as caught up. A
 // stream removed after the view was taken reports its last state.

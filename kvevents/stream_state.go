@@ -43,7 +43,11 @@ func (st *stream) lastApplied() time.Time {
 }
 
 // stateCollector exports every endpoint's stream state and the time since
-// its last applied batch, read from Pool.Status at scrape time.
+// its last applied batch, read from Pool.Statuses at scrape time: one view
+// of the endpoint set, so a scrape during an endpoint swap (Ensure of the
+// new one, then Remove of the old) shows at least one of the two, where
+// listing the IDs first and then reading each one's status could show
+// neither.
 type stateCollector struct {
 	p     *Pool
 	now   func() time.Time
@@ -78,11 +82,8 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.now()
-	for _, id := range c.p.Endpoints() {
-		st, ok := c.p.Status(id)
-		if !ok {
-			continue
-		}
+	for _, st := range c.p.Statuses() {
+		id := st.ID
 		for _, s := range streamStates {
 			v := 0.0
 			if s == st.State {
