@@ -268,7 +268,6 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 	}
 	st.s.model = model
 	st.s.needJoin = true
-	st.startPhaseLocked(p.clock.Now())
 	if replayAddr != "" {
 		st.rc = p.replayClient(id)
 	}
@@ -276,6 +275,9 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 		delete(p.resume, id)
 		st.s.rs.ensured, st.s.rs.hasEnsured = pos, true // adopted by adoptPositionLocked
 	}
+	// Last: the first readiness state is computed from what the stream
+	// has now (its replay client included), not from a half-built one.
+	st.startPhaseLocked(p.clock.Now())
 	return st
 }
 

@@ -165,7 +165,10 @@ func (st *stream) recycle() {
 	st.unlock()
 }
 
-// startPhaseLocked sets the phase a new stream starts in.
+// startPhaseLocked sets the phase a new stream starts in, and its first
+// readiness state from what stateLocked reads: newStream calls it once
+// the stream is complete (its replay client set), so the state does not
+// depend on the order of newStream's assignments.
 func (st *stream) startPhaseLocked(now time.Time) {
 	st.s.phase, st.s.phaseSince = phaseConnecting, now
 	st.s.state, st.s.stateSince = st.stateLocked(), now
