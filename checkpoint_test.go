@@ -118,6 +118,32 @@ func TestCheckpointWrittenOnCloseAndLoadedOnNew(t *testing.T) {
 	require.ErrorIs(t, r3.Checkpoint(), ErrInvalidConfig)
 }
 
+// Two Routers on one checkpoint path (two gateways, or a gateway and a
+// picker, on a shared volume) would restore and overwrite each other's
+// index: New refuses the second, naming the path, and the path is free
+// again once the first has closed.
+func TestSecondRouterOnOneCheckpointPathIsRefused(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	path := filepath.Join(t.TempDir(), "index.ckpt")
+	r := ckptRouter(t, path, prometheus.NewRegistry(), nil)
+	storeBlocks(t, r.Index(), "10.0.0.1:8000", 3, 2, "p1")
+	cfg := DefaultConfig()
+	cfg.Model = testModel
+	cfg.Events.Enabled = new(false)
+	cfg.DisableRender = true
+	cfg.Checkpoint = checkpoint.Config{Path: path, Interval: -1}
+	reg := prometheus.NewRegistry()
+	_, err := New(context.Background(), cfg, Options{Set: telemetry.Set{Registerer: reg, Logger: testLogger(t)}})
+	require.ErrorIs(t, err, checkpoint.ErrPathInUse)
+	require.Contains(t, err.Error(), path)
+	require.Empty(t, familyNames(t, reg), "the refused Router leaves nothing registered")
+
+	r.Close()
+	r2 := ckptRouter(t, path, prometheus.NewRegistry(), nil)
+	defer r2.Close()
+	require.Equal(t, 2, r2.Index().Stats().Memberships, "the first Router's last checkpoint loads")
+}
+
 // The Router's clock (Options.Clock) drives its checkpoint's periodic
 // writer, as it drives the Router's other periodic work: a Router on a
 // Manual clock writes its checkpoint when that clock passes the interval,

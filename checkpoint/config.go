@@ -60,7 +60,9 @@ type Config struct {
 	// Path is the checkpoint file (not a directory); empty disables
 	// checkpoints. Its directory must exist; the file is replaced
 	// atomically (a temporary file in the same directory, fsync, rename,
-	// fsync of the directory).
+	// fsync of the directory). It is one router's: Restore claims it with
+	// an advisory lock on Path + ".lock" until Close, and refuses a path
+	// another router holds (ErrPathInUse).
 	Path string `json:"path"`
 	// Interval between periodic writes, a duration string (default "1m");
 	// negative writes only on Close.

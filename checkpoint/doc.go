@@ -27,7 +27,11 @@
 // "busy", and the peer is asked again after its Retry-After when no other
 // is left; a pool whose Redis does not answer is "redis_unreachable", not
 // "missing"), and a refused file is
-// kept as <path>.rejected for inspection. A peer that sends nothing for
+// kept as <path>.rejected for inspection. The checkpoint path is one
+// router's: Restore claims it (an advisory lock on <path>.lock, released by
+// Close or the process's end) before reading it, and refuses a path another
+// router holds with an error wrapping ErrPathInUse, since two routers on one
+// file would restore and overwrite each other's index. A peer that sends nothing for
 // BootstrapConfig.ProgressTimeout is abandoned; ending Restore's context
 // abandons the whole restore. The hedge delay and the progress timeouts run
 // on the Options' clock in Restore (an IndexSource's Load called directly

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,6 +72,11 @@ type Keeper struct {
 
 	serving chan struct{} // a slot per snapshot being served (Handler)
 
+	// claim is the locked lock file beside the checkpoint (claimPath),
+	// held from Restore until Close; nil without a path. It is written by
+	// Restore and Close only.
+	claim *os.File
+
 	mu       sync.Mutex                          // serialises checkpoint writes
 	restored atomic.Pointer[map[string]struct{}] // the endpoints restored, until DropUnlisted takes them
 
@@ -85,22 +91,39 @@ type Keeper struct {
 // BootstrapConfig.Peers), the checkpoint file cfg.Path, then
 // Options.Sources. The first that loads wins; every outcome is logged and
 // counted in kvroute_index_restore_total, and when none loads ix stays
-// empty, which is not an error. Restore fails only when boot is invalid
-// (BootstrapConfig.Validate, the check kvroute.Config's validation makes,
-// for a host that calls Restore directly), when its metrics cannot be
-// registered, or when ctx ends before a source has loaded: it then returns
-// an error wrapping ctx's error promptly, leaving ix empty and nothing
-// registered (a source that loaded as ctx ended is kept). Nothing runs
-// until Start.
+// empty, which is not an error. With a path set, Restore first claims it
+// for the Keeper's lifetime (an exclusive lock on the file cfg.Path +
+// ".lock", released by Close or the process's end): a path another router
+// holds is an error wrapping ErrPathInUse, before anything is read. Restore
+// fails only then, when boot is invalid (BootstrapConfig.Validate, the
+// check kvroute.Config's validation makes, for a host that calls Restore
+// directly), when its metrics cannot be registered, or when ctx ends
+// before a source has loaded: it then returns an error wrapping ctx's
+// error promptly, leaving ix empty and nothing registered (a source that
+// loaded as ctx ended is kept). A failed Restore holds no claim. Nothing
+// runs until Start.
 func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapConfig, opts Options) (*Keeper, error) {
 	if err := boot.Validate(); err != nil {
 		return nil, fmt.Errorf("kvroute: bootstrap.%w", err)
 	}
+	var claim *os.File
+	if cfg.Path != "" {
+		var err error
+		if claim, err = claimPath(cfg.Path); err != nil {
+			return nil, err
+		}
+	}
+	release := func() {
+		if claim != nil {
+			_ = claim.Close()
+		}
+	}
 	met := newMetrics()
 	if err := opts.Register(met.collectors()...); err != nil {
+		release()
 		return nil, err
 	}
-	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token,
+	k := &Keeper{ix: ix, set: opts.Set, log: opts.Log(), met: met, cfg: cfg, token: boot.Token, claim: claim,
 		stall: boot.ServeWriteTimeout, minRate: boot.ServeMinRate, serving: make(chan struct{}, maxConcurrentServes),
 		self: opts.Cluster.SnapshotURL, skew: boot.MaxClockSkew}
 	if k.skew <= 0 {
@@ -135,6 +158,7 @@ func Restore(ctx context.Context, ix *kvindex.Index, cfg Config, boot BootstrapC
 	loaded, err := k.restore(ctx, ix, sources, timeout)
 	if err != nil {
 		opts.Unregister(met.collectors()...)
+		release()
 		return nil, err
 	}
 	k.restored.Store(&loaded)
@@ -183,7 +207,8 @@ func (k *Keeper) Start() {
 
 // Close stops the periodic writer, writes the last checkpoint when Start
 // was called (stop the event subscriptions first, so that it holds every
-// applied event) and unregisters the metrics. Later calls write nothing.
+// applied event), releases the checkpoint path for the next router and
+// unregisters the metrics. Later calls write nothing.
 func (k *Keeper) Close() {
 	if k.stop != nil {
 		close(k.stop)
@@ -194,6 +219,10 @@ func (k *Keeper) Close() {
 		_ = k.Write()
 	}
 	k.live = false
+	if k.claim != nil {
+		_ = k.claim.Close() // after the last write: the next router reads it whole
+		k.claim = nil
+	}
 	k.set.Unregister(k.met.collectors()...)
 }
 

@@ -34,7 +34,8 @@
 // logged, counted in kvroute_index_restore_total, kept as <file>.rejected,
 // and the gateway starts empty), rewrites it every --checkpoint-interval
 // and at shutdown, and every KV-event stream resumes from the file's
-// positions. --peers makes a new replica load the first reachable peer's
+// positions. The file is one router's: a path another gateway or picker
+// holds (a shared volume) is refused at start, naming it. --peers makes a new replica load the first reachable peer's
 // index instead (tried before the file); --snapshot-listen serves this
 // gateway's index at /kvroute/snapshot for such peers. Put it on an
 // internal address, never the public listener, and set --peer-token (or

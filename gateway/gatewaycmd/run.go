@@ -68,7 +68,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long requests in flight may finish after SIGINT/SIGTERM")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 0, "after SIGINT/SIGTERM, /ready answers 503 and the gateway keeps serving this long (closing each connection after its response) before it stops accepting, so that the Service or load balancer stops sending to it first (0: stop at once)")
 	fs.StringVar(&level, "log-level", "info", "log level: debug, info, warn or error")
-	fs.StringVar(&checkpointPath, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown")
+	fs.StringVar(&checkpointPath, "checkpoint", "", "index checkpoint file: loaded at start, rewritten periodically and at shutdown; one router's (locked through <file>.lock: a path another router holds is refused)")
 	fs.DurationVar(&checkpointInterval, "checkpoint-interval", checkpoint.DefaultInterval, "period of checkpoint writes (negative: only at shutdown)")
 	fs.StringVar(&peers, "peers", "", "comma-separated snapshot URLs of peer gateways (http://host:port/kvroute/snapshot) to load the index from at start")
 	fs.StringVar(&peerToken, "peer-token", "", "shared secret for --peers and --snapshot-listen, proved to peers with an HMAC, never sent (default $KVROUTE_PEER_TOKEN)")

@@ -24,6 +24,8 @@
 // separate render pool (vLLM renderers in front of an SGLang fleet).
 // --checkpoint keeps the index across restarts: the picker starts with the
 // index it had, and resumes each engine's event stream where it left off.
+// The file is one router's: a path another picker or gateway holds (a
+// shared volume) is refused at start, naming it (see package checkpoint).
 //
 //	kvroute-epp --pool-name vllm-pool --pool-namespace llm --model meta-llama/Llama-3.1-8B-Instruct
 //

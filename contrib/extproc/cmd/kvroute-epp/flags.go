@@ -133,7 +133,7 @@ func newFlagSet(f *flags, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&f.renderPort, "render-port", 8000, "port of the render pool's pods")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (empty: in-cluster)")
 	fs.StringVar(&f.eventSelector, "event-selector", "", "Kubernetes label selector of the pods whose KV events are subscribed (default: all endpoints)")
-	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path)")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "index checkpoint file: loaded at start, written periodically and on shutdown (overrides the config's checkpoint.path); one router's (locked through <file>.lock: a path another router holds is refused)")
 	fs.Int64Var(&f.maxBodyBytes, "max-body-bytes", extproc.DefaultMaxBodyBytes, "request body limit (413 above)")
 	fs.Int64Var(&f.maxBodyBytesInFlight, "max-body-bytes-in-flight", 0, fmt.Sprintf("bytes the request bodies of all streams may hold together (503 with Retry-After past it; 0: %d, or --max-body-bytes when larger)", extproc.DefaultMaxBodyBytesInFlight))
 	fs.DurationVar(&f.readinessInterval, "readiness-interval", extproc.DefaultReadinessInterval, "how often readiness asks the router whether its index has caught up")
