@@ -12,6 +12,12 @@
 //     the unit of a number (nanoseconds in some, milliseconds in others).
 //   - A value of the wrong JSON kind (a string for a number, an object for a
 //     list) is an error naming its path.
+//   - A field of a non-struct type that reads itself from text
+//     (encoding.TextUnmarshaler, without its own UnmarshalJSON) is a string
+//     its UnmarshalText takes — a name, such as a wire format's — and its
+//     refusal is an error naming the path; a number is an error even where
+//     the type is an integer underneath, so a setting is named, not
+//     numbered.
 //   - Keys missing from the input, or given as null, keep the value the target
 //     had (a pointer field too, where encoding/json would set nil), so
 //     decoding over a DefaultConfig() yields the defaults for them; decoding

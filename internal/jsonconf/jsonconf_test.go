@@ -323,3 +323,46 @@ func TestLoadDecodesOverStartAndChecks(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, -1.0, got.Weight)
 }
+
+// named is an integer setting that reads itself from its name, as
+// wire.Format does.
+type named uint8
+
+func (n *named) UnmarshalText(b []byte) error {
+	switch string(b) {
+	case "low":
+		*n = 0
+	case "high":
+		*n = 1
+	default:
+		return errors.New(`unknown level (want "low" or "high")`)
+	}
+	return nil
+}
+
+func (n named) MarshalText() ([]byte, error) { return []byte([]string{"low", "high"}[n]), nil }
+
+// A setting that reads itself from text is a name: a string its
+// UnmarshalText takes, at any depth, written back as that name; a number
+// (even one its integer holds) or a refused name is an error naming the
+// path.
+func TestTextSettingsAreNames(t *testing.T) {
+	type conf struct {
+		Level  named            `json:"level"`
+		Levels map[string]named `json:"levels"`
+	}
+	var c conf
+	require.NoError(t, Unmarshal([]byte(`{"level":"high","levels":{"a":"high","b":"low"}}`), &c))
+	require.Equal(t, conf{Level: 1, Levels: map[string]named{"a": 1, "b": 0}}, c)
+	out, err := Marshal(c)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"level":"high","levels":{"a":"high","b":"low"}}`, string(out))
+	for doc, want := range map[string]string{
+		`{"level":1}`:             `level: want a string, got the number 1`,
+		`{"level":"medium"}`:      `level: unknown level (want "low" or "high")`,
+		`{"levels":{"a":"loud"}}`: `levels.a: unknown level (want "low" or "high")`,
+		`{"levels":{"a":true}}`:   `levels.a: want a string, got true`,
+	} {
+		require.EqualError(t, Unmarshal([]byte(doc), &c), want, doc)
+	}
+}

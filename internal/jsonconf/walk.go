@@ -1,6 +1,7 @@
 package jsonconf
 
 import (
+	"encoding"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -10,11 +11,30 @@ import (
 	"time"
 )
 
-var unmarshalerType = reflect.TypeFor[json.Unmarshaler]()
+var (
+	unmarshalerType     = reflect.TypeFor[json.Unmarshaler]()
+	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
 
 // hasUnmarshaler reports whether *t decodes itself.
 func hasUnmarshaler(t reflect.Type) bool {
 	return reflect.PointerTo(t).Implements(unmarshalerType) || t.Implements(unmarshalerType)
+}
+
+// checkText checks v, at a position of type t that reads itself from text
+// (encoding.TextUnmarshaler: a name, such as a wire format's), as
+// encoding/json would decode it: it must be a string, which t's
+// UnmarshalText must take. The errors name path; a number, even one t's
+// underlying integer could hold, is refused.
+func checkText(v any, t reflect.Type, path string) error {
+	s, ok := v.(string)
+	if !ok {
+		return kindError(path, v, "a string")
+	}
+	if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(s)); err != nil {
+		return &Error{Path: path, Msg: err.Error()}
+	}
+	return nil
 }
 
 // walk checks v against t and, when convert is set, returns v with duration
@@ -51,6 +71,8 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 		convert = false
 	} else if t.Kind() != reflect.Struct && hasUnmarshaler(t) {
 		return v, nil // a scalar type with its own format
+	} else if t.Kind() != reflect.Struct && reflect.PointerTo(t).Implements(textUnmarshalerType) {
+		return v, checkText(v, t, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
