@@ -35,7 +35,8 @@ var (
 
 // Config configures a Publisher. The zero value binds DefaultAddr, uses the
 // empty topic (vLLM's default), encodes wire.FormatVLLM and serves no
-// replays. Durations are Go duration strings in JSON ("5s").
+// replays. Durations are Go duration strings in JSON ("5s"), and the format
+// its name ("sglang-map").
 type Config struct {
 	// Addr is the PUB bind address ("tcp://*:5556", "127.0.0.1:0", ...).
 	Addr string `json:"addr"`
@@ -47,6 +48,9 @@ type Config struct {
 	// Topic is used verbatim when Endpoint is empty ("" = vLLM's default).
 	Topic string `json:"topic"`
 	// Format is the wire layout PublishBatch encodes (default FormatVLLM).
+	// In JSON it is the layout's name, as wire.Format's String gives it:
+	// "vllm", "vllm-legacy", "sglang", "sglang-map", "trtllm" or
+	// "vllm-map-batch"; a number or another name is an error.
 	Format wire.Format `json:"format"`
 
 	// ReplayAddr, when set, serves replay requests on a ROUTER there from a

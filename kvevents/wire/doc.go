@@ -175,7 +175,9 @@
 // positional events (FormatSGLang) and its map events (FormatSGLangMap),
 // for TensorRT-LLM (FormatTRTLLM) and for the map-shaped batch
 // (FormatVLLMMapBatch), so a Go publisher or a simulated engine is
-// indistinguishable from the real one on the wire. The golden payloads the
+// indistinguishable from the real one on the wire. A Format reads and writes
+// itself as its name (String: "vllm", "sglang-map", ...), the form a
+// configuration gives it in. The golden payloads the
 // tests check both directions against were written by the engines' own
 // encoders (V1–V9, S1–S2) or, for the snapshot revision (V10),
 // TensorRT-LLM (T1–T2) and SGLang's map events (S3), built from their
