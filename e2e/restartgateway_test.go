@@ -6,18 +6,21 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/checkpoint"
 	"github.com/kvroute/kvroute/gateway"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
 // A gateway restarted while another socket holds its port listens on a
 // free one, says so, and the next restart goes there; any other error of
-// the restart is returned as it is, with no gateway left.
+// the restart is returned as it is, with no gateway left. The attempt on the
+// taken port releases the checkpoint path it claimed, so the retry takes it.
 func TestRestartGatewayMovesOffATakenPort(t *testing.T) {
 	defer leakcheck.Check(t)()
 	taken, err := net.Listen("tcp", "127.0.0.1:0") // held for the whole test
@@ -27,6 +30,7 @@ func TestRestartGatewayMovesOffATakenPort(t *testing.T) {
 	rc.Model = "m"
 	rc.Events.Enabled = new(false)
 	rc.DisableRender = true
+	rc.Checkpoint = checkpoint.Config{Path: filepath.Join(t.TempDir(), "index.ckpt"), Interval: -1}
 	c := &cluster{gwCfg: gateway.ServerConfig{Listen: taken.Addr().String(), Router: rc}, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 
 	var out bytes.Buffer
