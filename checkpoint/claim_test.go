@@ -78,3 +78,27 @@ func dirNames(t *testing.T, dir string) []string {
 	}
 	return names
 }
+
+// After Close the path belongs to whichever router claims it next: a late
+// Write (a host's Router.Checkpoint racing its own shutdown) fails and
+// leaves the next router's checkpoint as it is.
+func TestWriteAfterCloseLeavesTheNextRoutersCheckpoint(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	dir := t.TempDir()
+	path := filepath.Join(dir, "index.ckpt")
+	cfg := Config{Path: path, Interval: -1}
+	first := started(t, testBlockSize, cfg, BootstrapConfig{}, nil)
+	storeBlocks(t, first.ix, "10.0.0.1:8000", 1, 3, "p1")
+	first.Close()
+
+	next := started(t, testBlockSize, cfg, BootstrapConfig{}, nil)
+	storeBlocks(t, next.ix, "10.0.0.2:8000", 1, 5, "p2")
+	require.NoError(t, next.Write())
+	want, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	require.ErrorIs(t, first.Write(), errClosed)
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, want, got, "a closed keeper overwrote the next router's checkpoint")
+}

@@ -73,11 +73,12 @@ type Keeper struct {
 	serving chan struct{} // a slot per snapshot being served (Handler)
 
 	// claim is the locked lock file beside the checkpoint (claimPath),
-	// held from Restore until Close; nil without a path. It is written by
-	// Restore and Close only.
+	// held from Restore until Close; nil without a path. It is set by
+	// Restore and released by Close under mu, which also sets closed.
 	claim *os.File
 
-	mu       sync.Mutex                          // serialises checkpoint writes
+	mu       sync.Mutex                          // serialises checkpoint writes; guards claim's release and closed
+	closed   bool                                // Close released the path: Write refuses (errClosed)
 	restored atomic.Pointer[map[string]struct{}] // the endpoints restored, until DropUnlisted takes them
 
 	live bool // Start was called: Close writes the final checkpoint
@@ -219,28 +220,39 @@ func (k *Keeper) Close() {
 		_ = k.Write()
 	}
 	k.live = false
+	k.mu.Lock()
+	k.closed = true // a later Write would no longer hold the path
 	if k.claim != nil {
 		_ = k.claim.Close() // after the last write: the next router reads it whole
 		k.claim = nil
 	}
+	k.mu.Unlock()
 	k.set.Unregister(k.met.collectors()...)
 }
 
 // errNoPath is Write without a checkpoint file.
 var errNoPath = errors.New("kvroute: no checkpoint path configured")
 
+// errClosed is Write after Close: the path is released, and may already
+// belong to the next router, whose checkpoint the write would replace.
+var errClosed = errors.New("kvroute: checkpoint keeper closed; its path is released")
+
 // Write writes the index to the checkpoint file now, atomically (as the
 // periodic writer does). It fails when no path is configured or the write
 // fails; the previous checkpoint is then kept. When only the directory sync
 // after the rename fails, the new checkpoint is in place but a crash may
 // bring back the previous one: Write returns that error, and counts and
-// logs the write as not durable rather than as failed.
+// logs the write as not durable rather than as failed. After Close it
+// writes nothing and fails: the path is released to the next router.
 func (k *Keeper) Write() error {
 	if k.cfg.Path == "" {
 		return errNoPath
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if k.closed {
+		return errClosed
+	}
 	start := time.Now()
 	info, err := writeFileAtomic(k.cfg.Path, k.ix)
 	if errors.Is(err, errNotDurable) {
