@@ -138,7 +138,9 @@ const (
 	// set: the endpoint was cleared and rebuilt from the replay window. Also
 	// the outcome of an engine snapshot that replaced the entries and then
 	// failed to load (a sequence out of range, an undecodable chunk):
-	// rebuilt from the window too.
+	// rebuilt from the window too; and of any other clear before the
+	// check ended (a check cut short by the live messages waiting for it:
+	// rebuilt from the live stream; clearLocked).
 	ResumeGapCleared = "gap_cleared"
 	// ResumeRestarted: the engine restarted since the position (another
 	// digest at that sequence, a shorter stream, or a live sequence at or

@@ -43,6 +43,10 @@ func (st *stream) startRebuildLocked() {
 func (st *stream) attachRebuildLocked(ctx context.Context, cancel context.CancelCauseFunc, gen, known uint64) {
 	s := &st.s
 	s.rebuilding = false
+	// No pending resume here: a rebuild recovers history lost when a
+	// replay was cut short, which cleared the endpoint (and counted a
+	// pending resume, clearLocked) or found it empty; a position is
+	// adopted once, before any replay.
 	removed := st.clearLocked()
 	s.lostHistory = true // until the rebuild completes
 	s.needJoin = false

@@ -36,8 +36,17 @@ func (st *stream) bumpGenLocked() {
 	st.inProgress.Set(0)
 }
 
-// clearLocked drops the endpoint's entries and its watermark.
+// clearLocked drops the endpoint's entries and its watermark. A recorded
+// position whose check has not ended is counted here, once, as
+// gap_cleared: its entries are gone and the endpoint is rebuilt from what
+// follows (a replay cut short, a replay rejected as running ahead of the
+// live stream). The resume rules, bumpGenLocked and the snapshot load
+// count their own outcome and end the check before they clear.
 func (st *stream) clearLocked() int {
+	if st.s.rs.pending {
+		st.s.rs.pending = false
+		st.p.rm.count(st.id, ResumeGapCleared)
+	}
 	pl := st.p.ix.LockPosition(st.id)
 	removed := st.p.ix.Clear(st.id)
 	pl.Clear()
@@ -130,6 +139,9 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 		// The watermark came from a replay (or the engine's snapshot) before
 		// any live message, and the live stream is far behind it: the
 		// replay's sequences (the snapshot's) were bogus.
+		// A pending resume is counted by clearLocked: the watermark came
+		// from a replay that applied batches without deciding the position
+		// (one from after it: a catch-up or repair).
 		if s.unconfirmedSnap {
 			st.p.snm.refused(st.id, snapRefusedSeq)
 		} else {
@@ -174,6 +186,8 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 				"from", from, "to", it.seq-1)
 			st.applyLocked(it.seq, it.payload, it.model, dec, b)
 		case st.coolingLocked():
+			// No pending resume here: resumeLiveLocked decided it above
+			// (it classifies by sequence during a cooldown).
 			removed := st.clearLocked()
 			st.log.Warn("Sequence gap during replay cooldown: endpoint cleared, rebuilding from the live stream",
 				"from", from, "to", it.seq-1, "blocks_removed", removed)

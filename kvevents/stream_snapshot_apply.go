@@ -32,6 +32,7 @@ func (st *stream) applySnapshot(ctx context.Context, gen uint64, r *snapshot.Rep
 			return err // refused before anything is cleared: the entries stay
 		}
 		resume := st.s.rs.pending // the recorded entries are given up for the snapshot
+		st.s.rs.pending = false   // counted when the load ends (finishSnapshotLocked), not by clearLocked
 		removed := st.clearLocked()
 		st.s.rs.replaced = resume
 		st.log.Debug("Endpoint cleared for the engine's snapshot", "blocks_removed", removed)
