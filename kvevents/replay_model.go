@@ -103,9 +103,9 @@ func (st *stream) rekeyLocked() bool {
 		return false
 	}
 	n := int(s.sinceClear) // the guessed batches and any applied after them
-	// A pending resume is counted by clearLocked: the guessed batches came
-	// from a replay that did not decide the position (one from after it:
-	// a catch-up or repair).
+	// No pending resume here: the guessed batches came from a replay, and
+	// a replay's first batch decides a pending position (every replay
+	// while one is pending starts at it, planReplayLocked).
 	removed := st.clearLocked()
 	s.needJoin = true
 	st.p.m.drop(st.id, dropModelMismatch, n)

@@ -78,6 +78,16 @@ func (st *stream) planReplayLocked(t trigger, seen uint64) replayPlan {
 			p.from, p.verify = s.applied, true // the batch at the watermark itself
 		}
 	}
+	if s.rs.pending && s.has && s.hasDigest && !p.verify && p.from == s.applied+1 {
+		// A recorded position is still unverified (its check failed, or was
+		// cut short): a replay from after it (a catch-up or repair) is its
+		// check, from the position itself with the digest compared, and
+		// ends it as the check does (stream_resume.go): entries kept when
+		// the digest matches, the gap rules when the position left the
+		// buffer. From after it, a window that lost the range would clear
+		// the restored entries with no resume outcome.
+		p.from, p.verify = s.applied, true
+	}
 	p.probe = t == trigTail || t == trigReconnect || t == trigJoin
 	p.quiet = t == trigTail || t == trigJoin
 	return p

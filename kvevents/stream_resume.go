@@ -43,9 +43,12 @@ import "github.com/kvroute/kvroute/kvevents/wire"
 // Without a replay address, while replays are cooling down, or after the
 // check failed, there is no digest to compare: the first live message at
 // the next sequence is accepted ("unverified"), one at or below the
-// position means a restart, and a later one is a gap as above. A publisher
-// restart or a Resync that clears the endpoint before any of these is
-// decided counts the resume as "superseded" (bumpGenLocked).
+// position means a restart, and a later one is a gap as above. A replay
+// from after the position that starts meanwhile (a catch-up after a
+// dropped message, a repair) asks from the position instead and is the
+// check (planReplayLocked). A publisher restart or a Resync that clears
+// the endpoint before any of these is decided counts the resume as
+// "superseded" (bumpGenLocked).
 type resumeState struct {
 	adopted    bool     // the position was looked up (once, before anything else)
 	pending    bool     // the adopted position is not verified yet

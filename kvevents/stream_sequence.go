@@ -139,9 +139,9 @@ func (st *stream) sequenceLocked(it item, dec *wire.Decoder, b *wire.Batch) {
 		// The watermark came from a replay (or the engine's snapshot) before
 		// any live message, and the live stream is far behind it: the
 		// replay's sequences (the snapshot's) were bogus.
-		// A pending resume is counted by clearLocked: the watermark came
-		// from a replay that applied batches without deciding the position
-		// (one from after it: a catch-up or repair).
+		// No pending resume here: the watermark came from a replay that
+		// applied batches, whose first one decided a pending position
+		// (planReplayLocked), or from a snapshot that replaced it.
 		if s.unconfirmedSnap {
 			st.p.snm.refused(st.id, snapRefusedSeq)
 		} else {
