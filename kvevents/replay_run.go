@@ -3,7 +3,6 @@ package kvevents
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
 	"github.com/kvroute/kvroute/replay"
@@ -57,91 +56,34 @@ func (st *stream) startReplayLocked(plan replayPlan) {
 	go st.watchReplay(ctx, cancel, s.gen, from, known)
 }
 
-// runReplay fetches the batches from `from` on and applies them; see the
-// stream doc comment for the rules.
+// replayRun is one replay's state, shared by its steps: the plan, and
+// what the batches delivered so far showed. The steps run on the stream's
+// worker goroutine (the replay goroutine only fetches).
+type replayRun struct {
+	st     *stream
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	gen    uint64
+	plan   replayPlan
+	// known is plan.known, or the wire watermark once a waiting rebuild
+	// attaches.
+	known uint64
+	// first: no batch has been delivered yet; covered: no sequence was
+	// found missing.
+	first, covered bool
+	// fresh counts the batches applied, delivered those handed over.
+	fresh, delivered int
+}
+
+// runReplay fetches the batches from plan.from on and applies them; see
+// the stream doc comment for the rules.
 func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc, gen uint64, plan replayPlan) {
 	defer st.wg.Done()
-	from, known, verify, reason := plan.from, plan.known, plan.verify, plan.trigger
 	defer cancel(nil)
-	first, covered, fresh, delivered := true, true, 0, 0
-	// applyBatch runs on the stream's worker goroutine: the replay
-	// goroutine only fetches and hands each batch over (onWorker).
-	applyBatch := func(rb replay.Batch, dec *wire.Decoder, b *wire.Batch) error {
-		st.lock()
-		defer st.unlock()
-		s := &st.s
-		if s.closed || s.gen != gen {
-			return errSuperseded
-		}
-		if s.rebuilding {
-			// The rebuild holds a replay slot and its first batch is here:
-			// from now on live messages wait for it, as for any replay.
-			known = st.lastSeen.Load()
-			st.attachRebuildLocked(ctx, cancel, gen, known)
-		}
-		seq := rb.Seq
-		delivered++
-		if st.liveConn.Load() && seq > st.replayLimit(from) {
-			// Never ahead of the live stream by more than the slack,
-			// however fast the replay streams (see PoolConfig.ReplayLookahead).
-			return errOutOfRange
-		}
-		if first {
-			first = false
-			if verify {
-				s.verifying = false
-				switch {
-				case seq == from && PayloadDigest(rb.Payload) == s.digest:
-					st.resumedLocked()
-					return nil // the same stream: continue after it
-				case seq == from:
-					return errRestarted
-				case st.snapshotMayReplaceLocked(plan):
-					return errUseSnapshot // the position left the buffer: the engine's snapshot is more complete
-				case s.rs.pending:
-					// A resumed stream whose position left the buffer:
-					// keep or clear the loaded entries (resumeWindowLocked).
-					if !st.resumeWindowLocked(from, seq) {
-						covered = false
-					}
-				default:
-					// The batch at the watermark is gone from the buffer:
-					// what follows cannot be checked.
-					covered = false
-					st.lostRangeLocked(from, seq-1)
-				}
-			} else if seq != from {
-				if st.snapshotMayReplaceLocked(plan) {
-					return errUseSnapshot
-				}
-				covered = false
-				st.lostRangeLocked(from, seq-1)
-			}
-		}
-		model, guessed, unknown := st.replayModelLocked(rb.Topic)
-		switch {
-		case !s.has || seq == s.applied+1:
-			fresh++
-			st.applyLocked(seq, rb.Payload, model, dec, b)
-			st.noteReplayModelLocked(guessed, unknown)
-		case seq <= s.applied:
-			// Already applied.
-		default:
-			// The client delivers contiguous sequences; be safe anyway.
-			covered = false
-			st.lostRangeLocked(s.applied+1, seq-1)
-			fresh++
-			st.applyLocked(seq, rb.Payload, model, dec, b)
-			st.noteReplayModelLocked(guessed, unknown)
-		}
-		if st.drainCoveredLocked(dec, b) && s.applied >= known {
-			return errCaughtUp
-		}
-		return nil
-	}
-	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, from, func(rb replay.Batch) error {
+	r := &replayRun{st: st, ctx: ctx, cancel: cancel, gen: gen, plan: plan, known: plan.known, first: true, covered: true}
+	res, err := st.rc.ReplayBatches(ctx, st.replayAddr, plan.from, func(rb replay.Batch) error {
 		var verdict error
-		if !st.onWorker(ctx, func(dec *wire.Decoder, b *wire.Batch) { verdict = applyBatch(rb, dec, b) }) {
+		if !st.onWorker(ctx, func(dec *wire.Decoder, b *wire.Batch) { verdict = r.apply(rb, dec, b) }) {
 			return errSuperseded
 		}
 		return verdict
@@ -152,169 +94,107 @@ func (st *stream) runReplay(ctx context.Context, cancel context.CancelCauseFunc,
 	cause := context.Cause(ctx)
 	// The outcome is applied on the worker goroutine too; a closing stream
 	// (its context ended) takes none.
-	st.onWorker(st.ctx, func(dec *wire.Decoder, b *wire.Batch) {
-		st.lock()
-		defer st.unlock()
-		s := &st.s
-		if s.closed || s.gen != gen {
-			return // a restart or Remove took over
+	st.onWorker(st.ctx, func(dec *wire.Decoder, b *wire.Batch) { r.finish(res, err, cause, dec, b) })
+}
+
+// apply handles one replayed batch on the worker goroutine; a non-nil
+// error ends the replay.
+func (r *replayRun) apply(rb replay.Batch, dec *wire.Decoder, b *wire.Batch) error {
+	st := r.st
+	st.lock()
+	defer st.unlock()
+	s := &st.s
+	if s.closed || s.gen != r.gen {
+		return errSuperseded
+	}
+	if s.rebuilding {
+		// The rebuild holds a replay slot and its first batch is here:
+		// from now on live messages wait for it, as for any replay.
+		r.known = st.lastSeen.Load()
+		st.attachRebuildLocked(r.ctx, r.cancel, r.gen, r.known)
+	}
+	r.delivered++
+	if st.liveConn.Load() && rb.Seq > st.replayLimit(r.plan.from) {
+		// Never ahead of the live stream by more than the slack,
+		// however fast the replay streams (see PoolConfig.ReplayLookahead).
+		return errOutOfRange
+	}
+	if r.first {
+		r.first = false
+		if done, err := r.firstLocked(rb.Seq, rb.Payload); done {
+			return err
 		}
-		s.replaying, s.quietCheck, s.cancelReplay, s.verifying, s.rebuilding = false, false, nil, false, false
-		st.inProgress.Set(0)
-		if st.replayToSnapshotLocked(plan, err, verify, delivered, from, known) {
-			return
-		}
-		probe := plan.probe
-		// The highest sequence the replies carried, delivered or not, is
-		// known to be published only within the bound the replay is held
-		// to: a reply beyond it (one the client rejected as a hole before
-		// it reached the bound check) leaves no hole to repair up to it.
-		highest := res.Highest
-		if st.liveConn.Load() && highest > st.replayLimit(from) {
-			highest = 0
-		}
-		result := replayComplete
-		rebuildNow := false
-		switch {
-		case errors.Is(err, errRestarted) || (verify && err == nil && delivered == 0):
-			// A different batch at the watermark, or none where the old
-			// lifetime's must still be buffered: the engine restarted.
-			st.resumeRestartedLocked()
-			st.bumpGenLocked()
-			removed := st.clearLocked()
-			s.cooldownUntil = time.Time{}
-			st.liveReset.Store(true)
-			st.forgetLiveIdentity()
-			st.p.m.PublisherRestarts.WithLabelValues(st.id).Inc()
-			st.log.Info("Publisher restarted while disconnected (no matching batch at the watermark); endpoint cleared",
-				"seq", from, "blocks_removed", removed)
-			st.startReplayLocked(st.planReplayLocked(trigRestart, 0))
-			return
-		case errors.Is(err, errOutOfRange):
-			result = replayFailed
-			st.p.m.ZMQErrors.WithLabelValues(st.id, opReplayProtocol).Inc()
-			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-			if s.holeTo > st.replayLimit(from) {
-				// The hole's end was told by a reply beyond the bound too:
-				// no sequence is known to be missing up to it.
-				s.holeTo = 0
+	}
+	return r.applyBatchLocked(rb, dec, b)
+}
+
+// firstLocked checks the first batch against the plan: the batch at the
+// watermark with its digest for a verifying replay, the batch at from for
+// any other. It reports done when the batch needs nothing more (the
+// watermark verified) or err ends the replay.
+func (r *replayRun) firstLocked(seq uint64, payload []byte) (done bool, err error) {
+	st, from := r.st, r.plan.from
+	s := &st.s
+	if !r.plan.verify {
+		if seq != from {
+			if st.snapshotMayReplaceLocked(r.plan) {
+				return true, errUseSnapshot
 			}
-			removed := 0
-			if last := st.lastSeen.Load(); s.has && s.applied > last {
-				// The replay ran ahead of the live stream: what it applied there
-				// cannot be trusted, and live messages up to it would be skipped.
-				removed = st.clearLocked()
-			}
-			st.log.Warn("Replay rejected: a sequence beyond what the live stream has shown",
-				"reason", reason, "from", from, "last_seen", st.lastSeen.Load(), "lookahead", st.p.cfg.ReplayLookahead,
-				"blocks_removed", removed)
-		case errors.Is(cause, errCutShort):
-			result = replayCutShort
-			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-			removed, lost := 0, false
-			switch {
-			case s.has && (len(s.held) == 0 || s.held[0].seq > s.applied+1):
-				removed, lost = st.clearLocked(), true // the gap stays open: rebuild from the live stream
-			case !s.has && len(s.held) > 0 && s.held[0].seq > from:
-				lost = true // from..held[0]-1 were never applied
-			}
-			if lost {
-				// What the live stream no longer shows is recovered by a
-				// rebuild (replay_rebuild.go): at once when the replay
-				// never got a batch (it waited for a slot), else after the
-				// cooldown.
-				s.lostHistory = true
-				rebuildNow = delivered == 0
-			}
-			st.log.Warn("Replay too slow for the live stream: cut short, endpoint back to live",
-				"reason", reason, "from", from, "batches", delivered, "waited", st.p.clock.Now().Sub(s.replayStart),
-				"held", len(s.held), "blocks_removed", removed, "history_lost", lost)
-		case err != nil && probe && res.Highest <= s.applied:
-			// A check that could not be made: nothing is known to be missing,
-			// so no cooldown; the attempts' errors are counted by operation.
-			result = replayFailed
-			st.log.Info("Replay probe failed", "reason", reason, "from", from, "err", err)
-		case err != nil:
-			result = replayFailed
-			var rerr *replay.Error
-			if errors.As(err, &rerr) && rerr.Op == replay.OpNoProgress {
-				st.p.m.ZMQErrors.WithLabelValues(st.id, rerr.Op).Inc()
-			}
-			s.cooldownUntil = st.p.clock.Now().Add(st.p.cfg.ReplayCooldown)
-			st.noteHoleLocked(max(known, highest))
-			st.log.Warn("Replay failed", "reason", reason, "from", from, "batches", delivered,
-				"applied_seq", s.appliedSeq(), "missing_to", s.holeTo, "holes", res.Holes,
-				"cooldown", st.p.cfg.ReplayCooldown, "err", err)
-		case !covered:
-			result = replayPartial
-		case delivered == 0 && known > from:
-			// Nothing from `from` on although `known` was published after it:
-			// the range is gone. (known itself may not be buffered yet: vLLM
-			// sends a batch before it buffers it.)
-			result = replayPartial
-			st.lostRangeLocked(from, known-1)
+			r.covered = false
+			st.lostRangeLocked(from, seq-1)
 		}
-		if result != replayFailed && result != replayCutShort {
-			st.synced.Store(true) // caught up, even on an empty buffer
-			if from == 0 && s.source == "" {
-				st.setSourceLocked(sourceReplay)
-			}
-			if reason == trigRebuild {
-				s.lostHistory = false // rebuilt, or the buffer held nothing to rebuild from
-			}
+		return false, nil
+	}
+	s.verifying = false
+	switch {
+	case seq == from && PayloadDigest(payload) == s.digest:
+		st.resumedLocked()
+		return true, nil // the same stream: continue after it
+	case seq == from:
+		return true, errRestarted
+	case st.snapshotMayReplaceLocked(r.plan):
+		return true, errUseSnapshot // the position left the buffer: the engine's snapshot is more complete
+	case s.rs.pending:
+		// A resumed stream whose position left the buffer:
+		// keep or clear the loaded entries (resumeWindowLocked).
+		if !st.resumeWindowLocked(from, seq) {
+			r.covered = false
 		}
-		if !st.liveConn.Load() && fresh > 0 {
-			s.unconfirmed, s.unconfirmedSnap = true, false // nothing live to bound it: checked by the first live message
-		}
-		switch {
-		case probe && result == replayFailed && fresh == 0:
-			st.p.sm.Probes.WithLabelValues(st.id, probeFailed).Inc()
-		case probe && fresh == 0 && result == replayComplete:
-			// Nothing was missing: a probe, not a replay.
-			st.p.sm.Probes.WithLabelValues(st.id, probeEmpty).Inc()
-		default:
-			if probe {
-				st.p.sm.Probes.WithLabelValues(st.id, probeRepaired).Inc()
-			}
-			st.p.m.Replays.WithLabelValues(st.id, result).Inc()
-			if result != replayFailed && result != replayCutShort {
-				st.log.Info("Replay complete", "reason", reason, "from", from, "batches", delivered,
-					"result", result, "layout", res.Layout, "applied_seq", s.appliedSeq(), "messages_applied", s.messages)
-			}
-		}
-		if s.rs.pending {
-			// The check could not be made (failed, rejected or cut short): the
-			// next live message is classified without a digest.
-			s.rs.noVerify = true
-		}
-		if st.rekeyLocked() && len(s.held) == 0 {
-			st.startReplayLocked(st.planReplayLocked(trigModel, 0))
-		}
-		st.drainHeldLocked(dec, b)
-		if !s.replaying && s.catchUp {
-			s.catchUp = false
-			st.catchUpLocked()
-		}
-		switch {
-		case s.replaying:
-		case rebuildNow:
-			st.startRebuildLocked()
-		default:
-			st.armRepairLocked()
-			if reason == trigConnect && result == replayComplete && delivered == 0 && !s.has {
-				// One join probe: the subscription is set up while this
-				// replay runs, and a PUB socket drops what it sends before
-				// it has the SUBSCRIBE (ZeroMQ's slow joiner), so a batch
-				// published meanwhile is in neither this answer nor the
-				// live stream; on an engine that then idles nothing else
-				// would reveal it (the tail probe needs a watermark). It
-				// asks from 0 a TailProbeDelay later on the tail probe's
-				// timer; live traffic meanwhile re-arms that timer as a
-				// tail probe, and one that finds nothing is not repeated.
-				st.armProbeLocked()
-			}
-		}
-	})
+	default:
+		// The batch at the watermark is gone from the buffer:
+		// what follows cannot be checked.
+		r.covered = false
+		st.lostRangeLocked(from, seq-1)
+	}
+	return false, nil
+}
+
+// applyBatchLocked applies a replayed batch past the watermark and the
+// held live messages it now covers; errCaughtUp ends the replay once it
+// covered every live message known.
+func (r *replayRun) applyBatchLocked(rb replay.Batch, dec *wire.Decoder, b *wire.Batch) error {
+	st, seq := r.st, rb.Seq
+	s := &st.s
+	model, guessed, unknown := st.replayModelLocked(rb.Topic)
+	switch {
+	case !s.has || seq == s.applied+1:
+		r.fresh++
+		st.applyLocked(seq, rb.Payload, model, dec, b)
+		st.noteReplayModelLocked(guessed, unknown)
+	case seq <= s.applied:
+		// Already applied.
+	default:
+		// The client delivers contiguous sequences; be safe anyway.
+		r.covered = false
+		st.lostRangeLocked(s.applied+1, seq-1)
+		r.fresh++
+		st.applyLocked(seq, rb.Payload, model, dec, b)
+		st.noteReplayModelLocked(guessed, unknown)
+	}
+	if st.drainCoveredLocked(dec, b) && s.applied >= r.known {
+		return errCaughtUp
+	}
+	return nil
 }
 
 // lostRangeLocked handles sequences from..to that no replay can provide:
