@@ -23,7 +23,7 @@ func (f *seqFixture) resumeUnchecked() bool {
 // by a publisher restart or a Resync — counts its resume outcome as
 // superseded, once; the close that ends the stream later counts nothing
 // more. Before, such a resume was counted under no outcome at all.
-func TestStreamresumeSupersededBeforeItsCheckEndsIsCounted(t *testing.T) {
+func TestStreamResumeSupersededBeforeItsCheckEndsIsCounted(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		supersede func(f *seqFixture)
