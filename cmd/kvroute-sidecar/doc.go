@@ -31,7 +31,8 @@
 // or not (counted in kvroute_sidecar_client_transfer_params_removed_total):
 // vLLM's KV connector would pull blocks from the remote_host a client
 // names. --allow-client-kv-transfer-params keeps them on the requests the
-// sidecar does not split, behind a trusted component that sets them.
+// sidecar does not split, a failed prefill's local fallback included,
+// behind a trusted component that sets them.
 //
 // The sidecar posts request bodies to whatever prefiller the header names,
 // so by default only a trusted router may reach its port. With

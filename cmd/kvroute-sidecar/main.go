@@ -65,7 +65,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Int64Var(&o.cfg.MaxPrefillResponseBytes, "max-prefill-response-bytes", sidecar.DefaultMaxPrefillRespBytes, "largest prefiller answer")
 	fs.StringVar(&o.cfg.PrefillerScheme, "prefiller-scheme", sidecar.DefaultPrefillerScheme, "scheme used to reach the prefiller's host:port (http or https)")
 	fs.BoolVar(&o.cfg.AllowClientKVTransferParams, "allow-client-kv-transfer-params", false,
-		"pass on the kv_transfer_params a client's body carries on a request not split (by default they are removed from every request: a client's do_remote_prefill would make the decoder pull KV blocks from the address it names); only behind a trusted component that sets them")
+		"pass on the kv_transfer_params a client's body carries on a request not split, a failed prefill's local fallback included (by default they are removed from every request: a client's do_remote_prefill would make the decoder pull KV blocks from the address it names); only behind a trusted component that sets them")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long in-flight requests may finish on SIGTERM")
 	fs.DurationVar(&o.idleTimeout, "idle-timeout", defaultIdleTimeout, "how long a keep-alive connection may wait for its next request before it is closed (both listeners)")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")

@@ -116,3 +116,34 @@ func total(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return 0
 }
+
+// With AllowClientKVTransferParams a split whose prefill step fails (here
+// a prefiller answering 500) falls back to a local prefill with the
+// client's kv_transfer_params on the decoder's request, the body the
+// decoder gets for the same request naming no prefiller, and nothing is
+// counted as removed.
+func TestSidecarAllowsClientTransferParamsOnAFallback(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t))
+	dec := startBodyRecorder(t, "", `{"choices":[{"text":"ok"}]}`)
+	pre := fakePrefiller(t, func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, "prefill failed", http.StatusInternalServerError)
+	})
+	h, reg, url := startSidecar(t, Config{DecoderURL: "http://" + dec.addr, AllowClientKVTransferParams: true})
+	body := chat("hello", 4, false)
+	body["kv_transfer_params"] = clientParams
+
+	code, _, b := send(t, url+"/v1/chat/completions", "", body)
+	require.Equal(t, http.StatusOK, code, string(b))
+	plain := dec.body()
+	code, _, b = send(t, url+"/v1/chat/completions", pre, body)
+	require.Equal(t, http.StatusOK, code, string(b))
+	require.Equal(t, 1.0, counter(t, reg, "kvroute_sidecar_prefill_fallbacks_total", "reason", ReasonStatus))
+	fallback := dec.body()
+	want, err := json.Marshal(clientParams)
+	require.NoError(t, err)
+	require.JSONEq(t, string(want), string(fallback["kv_transfer_params"]))
+	require.Equal(t, plain, fallback, "the decoder gets what it gets with no prefiller named")
+	require.Zero(t, total(t, reg, "kvroute_sidecar_client_transfer_params_removed_total"))
+	released := func() bool { return h.budget.InUse() == 0 }
+	require.Eventually(t, released, 20*time.Second, time.Millisecond, "the copies are given back")
+}

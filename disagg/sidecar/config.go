@@ -90,9 +90,10 @@ type Config struct {
 	// connectors act on it, and a client's do_remote_prefill with its own
 	// remote_host would make the decoder pull KV blocks from whatever
 	// address the client names. A split request's transfer parameters are
-	// the exchange's whatever it says (a fallback's none). Set it only
-	// behind a trusted component that sets them itself. A Handler's only,
-	// like BodyReadTimeout.
+	// the prefiller's; one whose prefill step fails and falls back to a
+	// local prefill is not split and keeps the client's, as when no
+	// prefiller is named. Set it only behind a trusted component that sets
+	// them itself. A Handler's only, like BodyReadTimeout.
 	AllowClientKVTransferParams bool `json:"-"`
 }
 

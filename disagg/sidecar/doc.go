@@ -84,7 +84,9 @@
 // member was removed is counted in
 // kvroute_sidecar_client_transfer_params_removed_total.
 // Config.AllowClientKVTransferParams keeps the member on the requests the
-// Handler does not split, behind a trusted component that sets it itself.
+// Handler does not split, a fallback's included (the decoder gets the body
+// it would get with no prefiller named), behind a trusted component that
+// sets it itself.
 //
 // # Failures
 //

@@ -239,10 +239,14 @@ func (h *Handler) split(w http.ResponseWriter, r *http.Request, target string, b
 	}
 	switch {
 	case err == nil:
-		if res.clientParams {
+		if !res.Split && h.x.cfg.AllowClientKVTransferParams {
+			// A local prefill: the decoder gets the body it gets with no
+			// prefiller named, the client's kv_transfer_params kept.
+			res.DecodeBody = body
+		} else if res.clientParams {
 			h.removed.Inc()
 		}
-		if res.Split { // a copy of the client body for a retry the Handler never makes
+		if !sameArray(res.DecodeBody, res.LocalBody) { // a copy for a retry the Handler never makes
 			res.LocalBody = nil
 			c.release(copyLocal)
 		}
