@@ -3,6 +3,7 @@ package zmqx
 import (
 	"bytes"
 	"context"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -88,6 +89,71 @@ wait:
 		require.Equal(t, "after the pings", string(m.Frames[2]))
 		break
 	}
+}
+
+// A libzmq publisher with heartbeats (IVL 300 ms, timeout 900 ms) keeps a
+// SUB whose owner reads nothing while it publishes 8 MiB, far more than
+// go-zeromq's queue and the 1 MiB read-ahead hold: its PINGs are answered
+// behind the flood, the messages that did not fit are counted, and the
+// connection still delivers once the owner reads again (go-zeromq does not
+// reconnect it). Before, the PINGs stayed unread behind the flood and
+// libzmq dropped the connection.
+func TestInteropLibzmqHeartbeatsAnsweredWhileOwnerIsNotReading(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	p := pytest.Start(t, pytest.Config{HeartbeatIvl: 300 * time.Millisecond})
+	defer p.Stop()
+	var dropped atomic.Uint64
+	o := Options{ReadAheadBytes: 1 << 20, OnDrop: func() { dropped.Add(1) }}
+	s := NewSub(context.Background(), o, nil)
+	defer CloseDrain(s)
+	require.NoError(t, s.SetOption(zmq4.OptionSubscribe, "kv@"))
+	require.NoError(t, Dial(s, p.PubAddr))
+	require.Eventually(t, func() bool {
+		st, err := p.Status()
+		return err == nil && st.Subscribers == 1
+	}, 10*time.Second, 20*time.Millisecond)
+	// recvPayload publishes payload until it is received (the first time:
+	// the subscription reaching libzmq, ZeroMQ's slow joiner), skipping
+	// the messages before it.
+	recvPayload := func(payload []byte) {
+		t.Helper()
+		got := make(chan error, 1)
+		go func() {
+			for {
+				m, _, err := Recv(s)
+				if err != nil || (len(m.Frames) == 3 && bytes.Equal(m.Frames[2], payload)) {
+					got <- err
+					return
+				}
+			}
+		}()
+		deadline := time.After(20 * time.Second)
+		for {
+			_, _, err := p.PublishPayloads(payload)
+			require.NoError(t, err)
+			select {
+			case err := <-got:
+				require.NoError(t, err)
+				return
+			case <-time.After(100 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("%q not received from libzmq", payload)
+			}
+		}
+	}
+	recvPayload([]byte("probe"))
+
+	flood := bytes.Repeat([]byte{0x5a}, 256<<10)
+	for range 4 {
+		_, _, err := p.PublishPayloads(flood, flood, flood, flood, flood, flood, flood, flood)
+		require.NoError(t, err)
+	}
+	pongs := PongsSent()
+	require.Eventually(t, func() bool { return PongsSent() >= pongs+6 }, 30*time.Second, 10*time.Millisecond,
+		"libzmq's PINGs answered while the owner reads nothing")
+	require.NotZero(t, dropped.Load(), "8 MiB do not fit go-zeromq's queue and 1 MiB of read-ahead")
+	recvPayload([]byte("after the flood"))
 }
 
 // A frozen libzmq publisher (SIGSTOP: its kernel keeps the TCP connection
