@@ -7,14 +7,22 @@ import (
 
 // Hybrid-attention mode: besides the full-attention group (the block
 // pool), the engine keeps a sliding-window group and optionally a Mamba
-// (state-space) group, each a cache of block digests of its own
-// capacity that evicts independently (least recently used first), and
-// publishes each group's stores and removals with its group_idx,
-// kv_cache_spec_kind and, for the window, kv_cache_spec_sliding_window, as
-// vLLM does for hybrid models (a store with its parent hash, tokens and
-// extra keys, as the full-attention group's). A cached prefix of L blocks
-// is reused only when the window group holds the ⌈(W−1)/B⌉ blocks before L and the Mamba
-// group holds the state at the end of block L−1 (vLLM's hybrid cache
+// (state-space) group, each with a block pool of its own capacity
+// (groupPool), and publishes each group's stores and removals with its
+// group_idx, kv_cache_spec_kind and, for the window,
+// kv_cache_spec_sliding_window, as vLLM does for hybrid models (a store
+// with its parent hash, tokens and extra keys, as the full-attention
+// group's). A request holds blocks in every group as vLLM's KV cache
+// coordinator allocates them (hybrid_alloc.go): on admission the hit
+// blocks the group still needs, each step new blocks for the tokens
+// scheduled; it frees, each step, the window blocks before its last W−1
+// tokens and the Mamba states before its last one (remove_skipped_blocks),
+// and the rest when it finishes. Blocks a request holds are never
+// evicted; a freed block stays cached until an allocation reuses it, and
+// the removal goes out before the store of that step. A cached prefix of
+// L blocks is reused only when the window group holds the ⌈(W−1)/B⌉
+// blocks before L and the Mamba group holds the state at the end of block
+// L−1 (vLLM's hybrid cache
 // coordinator asks each group for the same), so a request may recompute
 // blocks the full-attention group still holds.
 //
@@ -34,14 +42,15 @@ import (
 // window groups, 0 to 4, and full attention 5). HybridConfig.WindowGroups
 // models that: each window group publishes its own stores and removals,
 // and a prefix is reused only when every one of them holds its window.
-// The window groups share one cache of WindowGroups × WindowBlocks blocks,
+// The window groups share one pool of WindowGroups × WindowBlocks blocks,
 // as vLLM's groups share one block pool, so one may lose a block the
 // others still hold.
 //
-// Simplifications: one Mamba group, the window and Mamba caches do not pin the blocks of
-// running requests (vLLM frees a sliding-window group's blocks that fall
-// out of the window early, which this approximates with a small capacity),
-// and a Mamba state is kept at every block end (vLLM's "all" cache mode).
+// Simplifications: one Mamba group; each group's pool has a capacity of
+// its own rather than sharing NumGPUBlocks with full attention, and never
+// makes a request wait (a pool whose blocks are all held grows past its
+// capacity, groupPool); and a Mamba state is kept at every block end
+// (vLLM's "all" cache mode).
 
 // Kinds of the hybrid mode's groups, as vLLM's kv_cache_spec_kind.
 const (
@@ -71,8 +80,9 @@ type HybridConfig struct {
 	// Required (> 1).
 	SlidingWindow int `json:"slidingWindow"`
 	// WindowBlocks is a window group's capacity in blocks (default
-	// NumGPUBlocks/4); the window groups share a cache of WindowGroups ×
-	// WindowBlocks blocks.
+	// NumGPUBlocks/4); the window groups share a pool of WindowGroups ×
+	// WindowBlocks blocks, which holds the blocks of running requests
+	// (their window and the tokens of the step) and caches freed ones.
 	WindowBlocks int `json:"windowBlocks"`
 	// WindowGroups is how many sliding-window KV-cache groups the model
 	// has (default 1, at most 64): vLLM gives a model with n window layers
@@ -82,7 +92,8 @@ type HybridConfig struct {
 	// Mamba adds a Mamba group.
 	Mamba bool `json:"mamba"`
 	// MambaStates is the Mamba group's capacity in states (default
-	// NumGPUBlocks/4).
+	// NumGPUBlocks/4), those running requests hold (the last state and
+	// the blocks of the step) and freed ones cached.
 	MambaStates int `json:"mambaStates"`
 	// GroupOrder numbers the groups as the model's layer layout would on
 	// vLLM: OrderFullFirst (default), OrderWindowFirst or OrderMambaFirst.
@@ -171,71 +182,45 @@ func (hy *hybrid) usable(hashes []Digest, n, bs int) int {
 
 // hybridHitLocked limits a request's full-attention hit to the prefix every
 // group can serve. Like vLLM's lookup it only reads the groups: a request
-// that then waits for blocks refreshes nothing (hybridTouchLocked does, on
-// admission).
+// that then waits for blocks refreshes nothing (hybridAdmitLocked takes its
+// blocks, on admission).
 func (e *Engine) hybridHitLocked(s *seq, hits []int32) []int32 {
 	return hits[:e.hy.usable(s.hashes, len(hits), e.cfg.BlockSize)]
 }
 
-// hybridTouchLocked refreshes the groups' entries an admitted request
-// reuses for its hit of L blocks, as vLLM's allocate_slots touches the
-// blocks of the hit.
-func (e *Engine) hybridTouchLocked(s *seq, L int) {
-	hy, bs := e.hy, e.cfg.BlockSize
-	if L == 0 {
-		return
-	}
-	for _, g := range hy.swa {
-		for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
-			g.touch(s.hashes[j])
-		}
-	}
-	if hy.mamba != nil {
-		hy.mamba.touch(s.hashes[L-1])
-	}
-}
-
 // hybridStoreLocked caches blocks from … full-1 of s in the window and Mamba
 // groups numbered before the full-attention group (before) or after it,
-// and queues their events in group order, as vLLM caches a step's blocks
+// and queues their stores in group order, as vLLM caches a step's blocks
 // group by group; before is called ahead of the full-attention store, the
-// others after it. Every block is cached anew, as in vLLM every block past
-// a request's hit is a new one, even where the group holds the same block
-// already (the hit was cut short by another group, or another request
-// computed it meanwhile): it is stored again, and evicted on its own.
-// Within a group the events go in the order it changed: a group smaller
-// than the store evicts blocks the same store added, whose store is then
-// queued before their removal (a removal queued first would name a block
-// the subscriber does not hold yet, and leave the later store holding it
-// for good).
+// others after it. Each block goes into the group block s was allocated
+// for it (hybridAllocLocked), so a store evicts nothing: the removals of
+// the blocks its allocation evicted went out before it, as vLLM's
+// get_new_blocks evicts before cache_full_blocks stores. Every block is
+// cached anew, as in vLLM every block past a request's hit is a new one,
+// even where the group holds the same block already (the hit was cut short
+// by another group, or another request computed it meanwhile): it is
+// stored again, and evicted on its own. A block the group no longer needs
+// (before the window of a KV transfer's tokens) has no group block and is
+// not stored.
 func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
-	for _, g := range e.hy.groups {
-		if (g.group < e.hy.full) != before {
+	hy := e.hy
+	for gi, g := range hy.groups {
+		if (g.group < hy.full) != before {
 			continue
 		}
-		hy := e.hy
-		hy.stamp++
 		hy.added = hy.added[:0]
-		for i := from; i < full; i++ {
-			hy.ev = g.set.add(gkey{g.group, s.hashes[i]}, hy.stamp, hy.ev[:0])
-			if e.cfg.Sink != nil {
-				for _, old := range hy.ev {
-					// The cache evicts least recently used first, so the
-					// copies this store cached go in caching order: an
-					// evicted one is the first not yet queued. A copy of
-					// another store (of another group sharing the cache,
-					// or before) had its store queued already.
-					if old.stamp == hy.stamp {
-						e.queueGroupStoreLocked(s, g)
-					}
-					e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{old.k.d.U64()}, Medium: MediumGPU, GroupIdx: old.k.group})
-				}
+		blocks := s.gblocks[gi]
+		for i := from; i < full && i < len(blocks); i++ {
+			if blocks[i] == nil {
+				continue
 			}
+			g.set.cache(blocks[i], gkey{g.group, s.hashes[i]})
 			hy.added = append(hy.added, i)
 		}
 		if e.cfg.Sink != nil {
 			e.queueGroupStoreLocked(s, g)
 		}
+		hy.added = hy.added[:0]
 	}
 }
 

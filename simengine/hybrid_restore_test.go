@@ -30,10 +30,7 @@ func TestHybridGroupStoresAgainABlockItRecomputes(t *testing.T) {
 			k4 = gkey{e.hy.swa[0].group, parent}
 		}
 	}
-	els := e.hy.swaSet.at[k4]
-	require.Len(t, els, 1)
-	e.hy.swaSet.order.Remove(els[0])
-	delete(e.hy.swaSet.at, k4)
+	dropCached(t, e.hy.swaSet, k4)
 	e.mu.Unlock()
 	all = append(all, Event{Type: BlockRemoved, BlockHashes: []uint64{hashes[4]}, GroupIdx: 1})
 	require.Equal(t, 4*4, e.CachedTokens(p))

@@ -48,6 +48,18 @@ func held(g *cacheGroup) map[uint64]int {
 	return out
 }
 
+// dropCached makes pool p lose its only copy of k, a free block, as an
+// eviction would, without an event.
+func dropCached(t *testing.T, p *groupPool, k gkey) {
+	t.Helper()
+	require.Len(t, p.at[k], 1)
+	b := p.at[k][0]
+	require.Zero(t, b.ref, "no request holds it")
+	p.free.MoveToFront(b.el)
+	b, _ = p.takeHead(nil)
+	b.el = p.free.PushFront(b)
+}
+
 // The sliding-window and Mamba groups' events tell a subscriber exactly
 // what each group holds, even when a store adds more blocks than the group
 // keeps, so that a block it adds is evicted again by the same store.

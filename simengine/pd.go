@@ -83,6 +83,9 @@ func (e *Engine) holdLocked(s *seq) {
 	e.stats.HeldRequests++
 	e.stats.HeldBlocks += len(s.blocks)
 	s.blocks = s.blocks[:0]
+	if e.hy != nil {
+		e.hybridHoldLocked(s)
+	}
 }
 
 // ReleaseKV frees the blocks a finished request with HoldKV still holds
@@ -99,6 +102,9 @@ func (e *Engine) ReleaseKV(id ReqID) bool {
 	delete(e.held, id)
 	for i := len(blocks) - 1; i >= 0; i-- {
 		e.pool.release(blocks[i])
+	}
+	if e.hy != nil {
+		e.hybridReleaseHeldLocked(id)
 	}
 	e.stats.HeldRequests--
 	e.stats.HeldBlocks -= len(blocks)

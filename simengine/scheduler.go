@@ -12,10 +12,11 @@ type seq struct {
 	tokens    []uint32 // prompt followed by generated tokens
 	promptLen int
 	seed      uint64
-	computed  int      // tokens whose KV is in the cache
-	blocks    []int32  // KV blocks held, in sequence order
-	numCached int      // leading blocks already in the prefix cache for this request
-	hashes    []Digest // digests of the full blocks of tokens, computed lazily
+	computed  int         // tokens whose KV is in the cache
+	blocks    []int32     // KV blocks held, in sequence order
+	numCached int         // leading blocks already in the prefix cache for this request
+	hashes    []Digest    // digests of the full blocks of tokens, computed lazily
+	gblocks   [][]*gblock // hybrid mode: blocks held in each of hy.groups, nil where skipped (hybrid_alloc.go)
 	outputs   int
 	arrival   time.Time
 	first     time.Time
@@ -109,12 +110,12 @@ func (e *Engine) admitLocked(budget int) int {
 		for _, b := range hits {
 			e.pool.touch(b)
 		}
-		if e.hy != nil {
-			e.hybridTouchLocked(s, len(hits))
-		}
 		s.blocks = append(s.blocks[:0], hits...)
 		s.computed, s.numCached = start, len(hits)
 		e.allocBlocksLocked(s, newBlocks)
+		if e.hy != nil {
+			e.hybridAdmitLocked(s, len(hits), start+n) // hybrid_alloc.go
+		}
 		if !s.counted {
 			s.counted, s.cached, s.remote = true, hitTokens, start-hitTokens
 			e.stats.PrefixCacheQueries += uint64(len(s.tokens))
@@ -178,6 +179,9 @@ func (e *Engine) allocateLocked(s *seq, upTo int) bool {
 		}
 	}
 	e.allocBlocksLocked(s, need)
+	if e.hy != nil {
+		e.hybridAllocLocked(s, upTo) // hybrid_alloc.go
+	}
 	return true
 }
 
@@ -209,6 +213,9 @@ func (e *Engine) releaseLocked(s *seq) {
 		e.pool.release(s.blocks[i])
 	}
 	s.blocks = s.blocks[:0]
+	if e.hy != nil {
+		e.hybridReleaseLocked(s)
+	}
 }
 
 // ensureHashesLocked computes the digests of the first n full blocks of s.

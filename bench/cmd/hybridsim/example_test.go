@@ -21,6 +21,6 @@ func Example() {
 		}
 	}
 	// Output:
-	// | 32 : 0 | full attention only (before) | 40 | 331.2 | 0.1362 | 4 | 2 | 1.350 | 0.130 | 580ms |
-	// | 32 : 0 | every cache group (after) | 40 | 212.8 | 0.0875 | 2 | 2 | 0.975 | 0.130 | 548ms |
+	// | 32 : 0 | full attention only (before) | 40 | 377.6 | 0.1553 | 8 | 0 | 8.867 | 0.020 | 617ms |
+	// | 32 : 0 | every cache group (after) | 40 | 275.2 | 0.1132 | 6 | 0 | 6.733 | 0.020 | 617ms |
 }
