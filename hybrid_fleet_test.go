@@ -38,17 +38,17 @@ func hybridFleetEngine(t *testing.T, id string, h *simengine.HybridConfig) *flee
 // Engines of a Gemma-3-like model, whose window layers vLLM splits into
 // five sliding-window groups (numbered 0 to 4, full attention 5), and of
 // one with three window groups after full attention and a Mamba group,
-// publish over ZeroMQ into a Router; the window groups share one cache, so
+// publish over ZeroMQ into a Router; the groups share one block pool, so
 // one group loses blocks the others hold. After every round, Pick predicts
 // for each engine exactly the prefix the engine would reuse: one that
 // every window group (and the Mamba group) can serve.
 func TestPickOnHybridEnginesWithSeveralWindowGroupsIsExact(t *testing.T) {
 	t.Cleanup(leakcheck.Check(t))
 	engines := []*fleetEngine{
-		hybridFleetEngine(t, testport.Addr(t), &simengine.HybridConfig{SlidingWindow: 40, WindowBlocks: 24, WindowGroups: 5,
+		hybridFleetEngine(t, testport.Addr(t), &simengine.HybridConfig{SlidingWindow: 40, WindowGroups: 5,
 			GroupOrder: simengine.OrderWindowFirst}),
-		hybridFleetEngine(t, testport.Addr(t), &simengine.HybridConfig{SlidingWindow: 33, WindowBlocks: 40, WindowGroups: 3,
-			Mamba: true, MambaStates: 40}),
+		hybridFleetEngine(t, testport.Addr(t), &simengine.HybridConfig{SlidingWindow: 33, WindowGroups: 3,
+			Mamba: true}),
 		hybridFleetEngine(t, testport.Addr(t), nil),
 	}
 	defer func() {

@@ -17,8 +17,8 @@ import (
 func TestHybridEnginesMatchExactly(t *testing.T) {
 	const bs = 16
 	r := newEngineRig(t, bs, []simengine.Config{
-		{BlockSize: bs, NumGPUBlocks: 400, Hybrid: &simengine.HybridConfig{SlidingWindow: 40, WindowBlocks: 60}},
-		{BlockSize: bs, NumGPUBlocks: 400, Hybrid: &simengine.HybridConfig{SlidingWindow: 33, WindowBlocks: 120, Mamba: true, MambaStates: 50}},
+		{BlockSize: bs, NumGPUBlocks: 400, Hybrid: &simengine.HybridConfig{SlidingWindow: 40}},
+		{BlockSize: bs, NumGPUBlocks: 400, Hybrid: &simengine.HybridConfig{SlidingWindow: 33, Mamba: true}},
 		{BlockSize: bs, NumGPUBlocks: 400},
 	})
 	rng := rand.New(rand.NewPCG(9, 4))
@@ -67,7 +67,7 @@ func TestHybridEnginesMatchExactly(t *testing.T) {
 func TestHybridEnginesWithGroupsNumberedByFirstLayerMatchExactly(t *testing.T) {
 	const bs = 16
 	hybrid := func(order string) *simengine.HybridConfig {
-		return &simengine.HybridConfig{SlidingWindow: 33, WindowBlocks: 60, Mamba: true, MambaStates: 40, GroupOrder: order}
+		return &simengine.HybridConfig{SlidingWindow: 33, Mamba: true, GroupOrder: order}
 	}
 	r := newEngineRig(t, bs, []simengine.Config{
 		{BlockSize: bs, NumGPUBlocks: 300, Hybrid: hybrid(simengine.OrderWindowFirst)},

@@ -3,26 +3,33 @@ package simengine
 // blockPool is the paged KV cache: NumGPUBlocks blocks (with
 // Config.NullBlock, block 0 is vLLM's null block: never free, never
 // allocated, so one block fewer is usable), reference counts, a
-// prefix-cache map from block digest to the blocks holding it, and vLLM's free
-// queue. Freed blocks keep their hash and stay hittable until they are reused:
-// allocation pops the least recently freed block and, if it still carries a hash,
-// evicts it lazily (vLLM's _maybe_evict_cached_block), reporting the hash.
+// prefix-cache map from (group, block digest) to the blocks holding it, and
+// vLLM's free queue. Freed blocks keep their hash and stay hittable until they
+// are reused: allocation pops the least recently freed block and, if it still
+// carries a hash, evicts it lazily (vLLM's _maybe_evict_cached_block),
+// reporting the group and hash.
+//
+// Every KV-cache group allocates from this one pool, as every group of a
+// vLLM hybrid model does from its coordinator's single BlockPool: a cached
+// block is keyed by its group and digest, and the free queue holds the freed
+// blocks of every group, least recently freed first whatever their group.
+// Without Config.Hybrid the only group is full attention, group 0.
 //
 // Like vLLM, two requests that compute the same block concurrently each cache
 // their own copy under the same hash; eviction then reports each copy, and a
 // prefix hit takes the copy cached first (BlockPool.get_cached_block).
 type blockPool struct {
 	ref    []int32
-	hash   []Digest
+	hash   []gkey // the group and digest a block caches, where hashed
 	hashed []bool
 	// free queue: doubly linked list over block IDs, -1 terminated.
 	prev, next []int32
 	inFree     []bool
 	head, tail int32
 	free       int
-	// prefix-cache map: digest → first block cached with it; chain links the
-	// later copies in caching order.
-	cached  map[Digest]int32
+	// prefix-cache map: (group, digest) → first block cached with it; chain
+	// links the later copies in caching order.
+	cached  map[gkey]int32
 	chain   []int32
 	nHashed int
 	usable  int // blocks that can be allocated: n, or n-1 with a null block
@@ -30,9 +37,9 @@ type blockPool struct {
 
 func newBlockPool(n int, null bool) *blockPool {
 	p := &blockPool{
-		ref: make([]int32, n), hash: make([]Digest, n), hashed: make([]bool, n),
+		ref: make([]int32, n), hash: make([]gkey, n), hashed: make([]bool, n),
 		prev: make([]int32, n), next: make([]int32, n), inFree: make([]bool, n),
-		head: -1, tail: -1, cached: make(map[Digest]int32), chain: make([]int32, n),
+		head: -1, tail: -1, cached: make(map[gkey]int32), chain: make([]int32, n),
 	}
 	for i := range n {
 		p.pushTail(int32(i))
@@ -74,10 +81,16 @@ func (p *blockPool) unlink(b int32) {
 	p.free--
 }
 
-// lookup returns the block cached first among those holding digest d.
-func (p *blockPool) lookup(d Digest) (int32, bool) {
-	b, ok := p.cached[d]
+// lookup returns the block cached first among those holding k.
+func (p *blockPool) lookup(k gkey) (int32, bool) {
+	b, ok := p.cached[k]
 	return b, ok
+}
+
+// has reports whether a block holds k.
+func (p *blockPool) has(k gkey) bool {
+	_, ok := p.cached[k]
+	return ok
 }
 
 // touch takes a reference on a cached block found by lookup (a prefix hit).
@@ -89,9 +102,9 @@ func (p *blockPool) touch(b int32) {
 }
 
 // allocate pops the head of the free queue. If the block still carried a hash it
-// is evicted from the prefix cache and its digest is returned with evicted=true.
-// The caller must have checked that a free block exists.
-func (p *blockPool) allocate() (b int32, evicted Digest, wasCached bool) {
+// is evicted from the prefix cache and its group and digest are returned with
+// wasCached=true. The caller must have checked that a free block exists.
+func (p *blockPool) allocate() (b int32, evicted gkey, wasCached bool) {
 	b = p.head
 	p.unlink(b)
 	if p.hashed[b] {
@@ -111,14 +124,14 @@ func (p *blockPool) release(b int32) {
 	}
 }
 
-// cache records that block b now holds the full block with digest d.
-func (p *blockPool) cache(b int32, d Digest) {
-	p.hash[b], p.hashed[b] = d, true
+// cache records that block b now holds group k.group's full block k.d.
+func (p *blockPool) cache(b int32, k gkey) {
+	p.hash[b], p.hashed[b] = k, true
 	p.nHashed++
 	p.chain[b] = -1
-	first, ok := p.cached[d]
+	first, ok := p.cached[k]
 	if !ok {
-		p.cached[d] = b
+		p.cached[k] = b
 		return
 	}
 	last := first
@@ -160,5 +173,13 @@ func (p *blockPool) reset() bool {
 	return true
 }
 
-// numCachedBlocks counts blocks that carry a hash (in use or free).
+// gkey names a group's block in the pool: the group_idx of its KV-cache
+// group and its digest.
+type gkey struct {
+	group int
+	d     Digest
+}
+
+// numCachedBlocks counts blocks that carry a hash (in use or free), of
+// every group.
 func (p *blockPool) numCachedBlocks() int { return p.nHashed }

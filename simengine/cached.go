@@ -15,7 +15,7 @@ func (e *Engine) CachedTokens(prompt []uint32) int {
 	var hashes []Digest
 	for i := 0; (i+1)*bs <= len(prompt); i++ {
 		d := e.hasher.hash(parent, prompt[i*bs:(i+1)*bs], nil)
-		if _, ok := e.pool.lookup(d); !ok {
+		if _, ok := e.pool.lookup(gkey{e.fullGroupLocked(), d}); !ok {
 			break
 		}
 		parent, hashes = d, append(hashes, d)

@@ -67,8 +67,9 @@ type Config struct {
 	// without enable_kv_cache_events.
 	Sink EventSink `json:"-"`
 
-	// Hybrid, when set, runs a hybrid-attention model: a sliding-window
-	// group and optionally a Mamba group beside full attention (hybrid.go).
+	// Hybrid, when set, runs a hybrid-attention model: sliding-window
+	// groups and optionally a Mamba group beside full attention, all
+	// allocating from the NumGPUBlocks blocks (hybrid.go).
 	Hybrid *HybridConfig `json:"hybrid,omitempty"`
 
 	// LoRA, when set, models vLLM's LoRA adapter slots: a cap
@@ -117,7 +118,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Start = DefaultStart
 	}
 	if c.Hybrid != nil {
-		h, err := c.Hybrid.withDefaults(c.NumGPUBlocks)
+		h, err := c.Hybrid.withDefaults()
 		if err != nil {
 			return c, err
 		}

@@ -91,7 +91,7 @@ func newEngine(cfg Config, opts Options, realtime bool) (*Engine, error) {
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if cfg.Hybrid != nil {
-		e.hy = newHybrid(cfg.Hybrid)
+		e.hy = newHybrid(cfg.Hybrid, e.pool)
 	}
 	if cfg.LoRA != nil {
 		e.lo = newLoRAState(*cfg.LoRA)
@@ -155,6 +155,9 @@ func (e *Engine) Submit(r Request) (ReqID, error) {
 	case r.MaxTokens > e.pool.usable*e.cfg.BlockSize-len(r.Prompt): // the sum could overflow
 		err = fmt.Errorf("%w: %d prompt + %d output tokens need more than %d blocks of %d",
 			ErrTooLong, len(r.Prompt), r.MaxTokens, e.pool.usable, e.cfg.BlockSize)
+	case e.hy != nil && e.hybridPeakBlocks(len(r.Prompt)+r.MaxTokens) > e.pool.usable:
+		err = fmt.Errorf("%w: %d prompt + %d output tokens may hold %d blocks of %d across the KV-cache groups, more than the %d they share",
+			ErrTooLong, len(r.Prompt), r.MaxTokens, e.hybridPeakBlocks(len(r.Prompt)+r.MaxTokens), e.cfg.BlockSize, e.pool.usable)
 	}
 	if err != nil {
 		e.stats.RequestRejected++
@@ -201,9 +204,6 @@ func (e *Engine) ResetPrefixCache() bool {
 	defer e.mu.Unlock()
 	if e.closed || !e.pool.reset() {
 		return false
-	}
-	if e.hy != nil {
-		e.hy.reset()
 	}
 	switch {
 	case e.cfg.Sink == nil:

@@ -316,7 +316,7 @@ func TestResetDuringStepClearsAfterTheStepsStores(t *testing.T) {
 // BlockRemoved) when the LRU order reaches it.
 func TestPrefixHitTakesTheFirstCachedCopy(t *testing.T) {
 	p := newBlockPool(4, false)
-	d := HashBlock(NoneHash, seqTokens(1, 4), nil)
+	d := gkey{0, HashBlock(NoneHash, seqTokens(1, 4), nil)}
 	a, _, _ := p.allocate()
 	b, _, _ := p.allocate()
 	p.cache(a, d)

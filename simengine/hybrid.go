@@ -5,26 +5,36 @@ import (
 	"slices"
 )
 
-// Hybrid-attention mode: besides the full-attention group (the block
-// pool), the engine keeps a sliding-window group and optionally a Mamba
-// (state-space) group, each with a block pool of its own capacity
-// (groupPool), and publishes each group's stores and removals with its
-// group_idx, kv_cache_spec_kind and, for the window,
+// Hybrid-attention mode: besides the full-attention group, the engine
+// keeps one or more sliding-window groups and optionally a Mamba
+// (state-space) group, and publishes each group's stores and removals with
+// its group_idx, kv_cache_spec_kind and, for the window,
 // kv_cache_spec_sliding_window, as vLLM does for hybrid models (a store
 // with its parent hash, tokens and extra keys, as the full-attention
-// group's). A request holds blocks in every group as vLLM's KV cache
+// group's).
+//
+// One pool: as in vLLM, whose hybrid coordinator gives every group's
+// manager the same BlockPool of num_blocks blocks, every group allocates
+// from the engine's pool of NumGPUBlocks blocks (blockPool). A cached
+// block is keyed by its group and digest; freed blocks of every group join
+// one free queue, and an allocation for any group evicts the least
+// recently freed cached block, whatever its group, publishing that group's
+// removal. A request holds blocks in every group as vLLM's KV cache
 // coordinator allocates them (hybrid_alloc.go): on admission the hit
-// blocks the group still needs, each step new blocks for the tokens
+// blocks each group still needs, each step new blocks for the tokens
 // scheduled; it frees, each step, the window blocks before its last W−1
 // tokens and the Mamba states before its last one (remove_skipped_blocks),
-// and the rest when it finishes. Blocks a request holds are never
-// evicted; a freed block stays cached until an allocation reuses it, and
-// the removal goes out before the store of that step. A cached prefix of
-// L blocks is reused only when the window group holds the ⌈(W−1)/B⌉
-// blocks before L and the Mamba group holds the state at the end of block
-// L−1 (vLLM's hybrid cache
-// coordinator asks each group for the same), so a request may recompute
-// blocks the full-attention group still holds.
+// and the rest when it finishes. A request is scheduled only if the pool
+// can give every group the blocks it needs for the step: otherwise the
+// head of the waiting queue waits, and a running request preempts the
+// last running one, as for full attention alone (vLLM's allocate_slots
+// returns None). vllm:kv_cache_usage_perc counts the blocks of every group.
+//
+// Reuse: a cached prefix of L blocks is reused only when the window group
+// holds the ⌈(W−1)/B⌉ blocks before L and the Mamba group holds the state
+// at the end of block L−1 (vLLM's hybrid cache coordinator asks each group
+// for the same), so a request may recompute blocks the full-attention
+// group still holds.
 //
 // Group numbering: vLLM numbers a model's KV-cache groups in the order
 // their first layer appears (get_kv_cache_groups buckets the layers by
@@ -42,15 +52,9 @@ import (
 // window groups, 0 to 4, and full attention 5). HybridConfig.WindowGroups
 // models that: each window group publishes its own stores and removals,
 // and a prefix is reused only when every one of them holds its window.
-// The window groups share one pool of WindowGroups × WindowBlocks blocks,
-// as vLLM's groups share one block pool, so one may lose a block the
-// others still hold.
 //
-// Simplifications: one Mamba group; each group's pool has a capacity of
-// its own rather than sharing NumGPUBlocks with full attention, and never
-// makes a request wait (a pool whose blocks are all held grows past its
-// capacity, groupPool); and a Mamba state is kept at every block end
-// (vLLM's "all" cache mode).
+// Simplifications: one Mamba group, and a Mamba state is kept at every
+// block end (vLLM's "all" cache mode).
 
 // Kinds of the hybrid mode's groups, as vLLM's kv_cache_spec_kind.
 const (
@@ -79,10 +83,11 @@ type HybridConfig struct {
 	// SlidingWindow is the sliding window in tokens of the window groups.
 	// Required (> 1).
 	SlidingWindow int `json:"slidingWindow"`
-	// WindowBlocks is a window group's capacity in blocks (default
-	// NumGPUBlocks/4); the window groups share a pool of WindowGroups ×
-	// WindowBlocks blocks, which holds the blocks of running requests
-	// (their window and the tokens of the step) and caches freed ones.
+	// WindowBlocks is refused unless 0: every group allocates from the
+	// engine's one pool of NumGPUBlocks blocks, as vLLM's groups share one
+	// block pool, so a group has no capacity of its own. It is kept only
+	// to refuse configurations written for separate group caches with a
+	// clear error.
 	WindowBlocks int `json:"windowBlocks"`
 	// WindowGroups is how many sliding-window KV-cache groups the model
 	// has (default 1, at most 64): vLLM gives a model with n window layers
@@ -91,9 +96,8 @@ type HybridConfig struct {
 	WindowGroups int `json:"windowGroups"`
 	// Mamba adds a Mamba group.
 	Mamba bool `json:"mamba"`
-	// MambaStates is the Mamba group's capacity in states (default
-	// NumGPUBlocks/4), those running requests hold (the last state and
-	// the blocks of the step) and freed ones cached.
+	// MambaStates is refused unless 0, as WindowBlocks: the Mamba group
+	// allocates its states from the engine's one pool.
 	MambaStates int `json:"mambaStates"`
 	// GroupOrder numbers the groups as the model's layer layout would on
 	// vLLM: OrderFullFirst (default), OrderWindowFirst or OrderMambaFirst.
@@ -102,15 +106,8 @@ type HybridConfig struct {
 	GroupOrder string `json:"groupOrder"`
 }
 
-// withDefaults fills zero fields and validates h for an engine of
-// numBlocks blocks.
-func (h HybridConfig) withDefaults(numBlocks int) (HybridConfig, error) {
-	if h.WindowBlocks == 0 {
-		h.WindowBlocks = max(1, numBlocks/4)
-	}
-	if h.MambaStates == 0 {
-		h.MambaStates = max(1, numBlocks/4)
-	}
+// withDefaults fills zero fields and validates h.
+func (h HybridConfig) withDefaults() (HybridConfig, error) {
 	if h.GroupOrder == "" {
 		h.GroupOrder = OrderFullFirst
 	}
@@ -118,20 +115,16 @@ func (h HybridConfig) withDefaults(numBlocks int) (HybridConfig, error) {
 		h.WindowGroups = 1
 	}
 	switch {
+	case h.WindowBlocks != 0 || h.MambaStates != 0:
+		return h, fmt.Errorf("%w: hybrid.windowBlocks and hybrid.mambaStates must be 0: every KV-cache group allocates from the one pool of numGPUBlocks blocks, as vLLM's groups share one block pool (size the pool with numGPUBlocks)", ErrBadConfig)
 	case h.GroupOrder != OrderFullFirst && h.GroupOrder != OrderWindowFirst && h.GroupOrder != OrderMambaFirst:
 		return h, fmt.Errorf("%w: hybrid.groupOrder %q is not %q, %q or %q", ErrBadConfig, h.GroupOrder, OrderFullFirst, OrderWindowFirst, OrderMambaFirst)
 	case h.GroupOrder == OrderMambaFirst && !h.Mamba:
 		return h, fmt.Errorf("%w: hybrid.groupOrder %q needs hybrid.mamba", ErrBadConfig, h.GroupOrder)
 	case h.SlidingWindow < 2 || h.SlidingWindow > 1<<24:
 		return h, fmt.Errorf("%w: hybrid.slidingWindow %d not in [2, 16777216]", ErrBadConfig, h.SlidingWindow)
-	case h.WindowBlocks < 1 || h.WindowBlocks > 1<<24:
-		return h, fmt.Errorf("%w: hybrid.windowBlocks %d not in [1, 16777216]", ErrBadConfig, h.WindowBlocks)
 	case h.WindowGroups < 1 || h.WindowGroups > maxWindowGroups:
 		return h, fmt.Errorf("%w: hybrid.windowGroups %d not in [1, %d]", ErrBadConfig, h.WindowGroups, maxWindowGroups)
-	case h.WindowGroups*h.WindowBlocks > 1<<24:
-		return h, fmt.Errorf("%w: hybrid.windowGroups × windowBlocks %d over 16777216", ErrBadConfig, h.WindowGroups*h.WindowBlocks)
-	case h.MambaStates < 1 || h.MambaStates > 1<<24:
-		return h, fmt.Errorf("%w: hybrid.mambaStates %d not in [1, 16777216]", ErrBadConfig, h.MambaStates)
 	}
 	return h, nil
 }
@@ -157,12 +150,12 @@ func (hy *hybrid) allows(hashes []Digest, L, bs int) bool {
 	if L == 0 {
 		return true
 	}
-	if hy.mamba != nil && !hy.mamba.has(hashes[L-1]) {
+	if hy.mamba != nil && !hy.has(hy.mamba, hashes[L-1]) {
 		return false
 	}
 	for _, g := range hy.swa {
 		for j := max(0, L-hy.windowBlocks(bs)); j < L; j++ {
-			if !g.has(hashes[j]) {
+			if !hy.has(g, hashes[j]) {
 				return false
 			}
 		}
@@ -182,8 +175,8 @@ func (hy *hybrid) usable(hashes []Digest, n, bs int) int {
 
 // hybridHitLocked limits a request's full-attention hit to the prefix every
 // group can serve. Like vLLM's lookup it only reads the groups: a request
-// that then waits for blocks refreshes nothing (hybridAdmitLocked takes its
-// blocks, on admission).
+// that then waits for blocks refreshes nothing (hybridTouchHitsLocked takes
+// its blocks, on admission).
 func (e *Engine) hybridHitLocked(s *seq, hits []int32) []int32 {
 	return hits[:e.hy.usable(s.hashes, len(hits), e.cfg.BlockSize)]
 }
@@ -192,16 +185,16 @@ func (e *Engine) hybridHitLocked(s *seq, hits []int32) []int32 {
 // groups numbered before the full-attention group (before) or after it,
 // and queues their stores in group order, as vLLM caches a step's blocks
 // group by group; before is called ahead of the full-attention store, the
-// others after it. Each block goes into the group block s was allocated
-// for it (hybridAllocLocked), so a store evicts nothing: the removals of
-// the blocks its allocation evicted went out before it, as vLLM's
-// get_new_blocks evicts before cache_full_blocks stores. Every block is
-// cached anew, as in vLLM every block past a request's hit is a new one,
-// even where the group holds the same block already (the hit was cut short
-// by another group, or another request computed it meanwhile): it is
-// stored again, and evicted on its own. A block the group no longer needs
-// (before the window of a KV transfer's tokens) has no group block and is
-// not stored.
+// others after it. Each block goes into the pool block s was allocated
+// for it in that group (hybridAllocLocked), so a store evicts nothing: the
+// removals of the blocks its allocation evicted went out before it, as
+// vLLM's get_new_blocks evicts before cache_full_blocks stores. Every block
+// is cached anew, as in vLLM every block past a request's hit is a new
+// one, even where the group holds the same block already (the hit was cut
+// short by another group, or another request computed it meanwhile): it
+// is stored again, and evicted on its own. A block the group no longer
+// needs (before the window of a KV transfer's tokens) has no pool block
+// and is not stored.
 func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
 	hy := e.hy
 	for gi, g := range hy.groups {
@@ -211,10 +204,10 @@ func (e *Engine) hybridStoreLocked(s *seq, from, full int, before bool) {
 		hy.added = hy.added[:0]
 		blocks := s.gblocks[gi]
 		for i := from; i < full && i < len(blocks); i++ {
-			if blocks[i] == nil {
+			if blocks[i] < 0 {
 				continue
 			}
-			g.set.cache(blocks[i], gkey{g.group, s.hashes[i]})
+			e.pool.cache(blocks[i], gkey{g.group, s.hashes[i]})
 			hy.added = append(hy.added, i)
 		}
 		if e.cfg.Sink != nil {

@@ -22,8 +22,8 @@ func TestHybridGroupOrderNumbersGroupsByFirstLayer(t *testing.T) {
 		{OrderMambaFirst, map[string]int{KindMamba: 0, KindFullAttention: 1, KindSlidingWindow: 2}},
 	} {
 		t.Run(tc.order, func(t *testing.T) {
-			cfg := Config{NumGPUBlocks: 24, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-				Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 3, Mamba: true, MambaStates: 2}}
+			cfg := Config{NumGPUBlocks: 32, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
+				Hybrid: &HybridConfig{SlidingWindow: 6, Mamba: true}}
 			base, baseRec := newTestEngine(t, cfg)
 			h := *cfg.Hybrid
 			h.GroupOrder = tc.order
@@ -43,8 +43,8 @@ func TestHybridGroupOrderNumbersGroupsByFirstLayer(t *testing.T) {
 				requireStoresInGroupOrder(t, events, full)
 				all = append(all, events...)
 				res := groupResidency(all)
-				require.Equal(t, held(e.hy.swa[0]), res[tc.want[KindSlidingWindow]], "request %d: sliding-window group", i)
-				require.Equal(t, held(e.hy.mamba), res[tc.want[KindMamba]], "request %d: Mamba group", i)
+				require.Equal(t, held(e, e.hy.swa[0]), res[tc.want[KindSlidingWindow]], "request %d: sliding-window group", i)
+				require.Equal(t, held(e, e.hy.mamba), res[tc.want[KindMamba]], "request %d: Mamba group", i)
 				require.Equal(t, groupResidency(baseAll)[0], res[full], "request %d: full-attention group", i)
 			}
 			for _, ev := range all {

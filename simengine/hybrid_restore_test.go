@@ -15,7 +15,7 @@ import (
 // leaves held.
 func TestHybridGroupStoresAgainABlockItRecomputes(t *testing.T) {
 	e, rec := newTestEngine(t, Config{NumGPUBlocks: 64, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-		Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 32}})
+		Hybrid: &HybridConfig{SlidingWindow: 6}})
 	p := seqTokens(3, 6*4+1)
 	run(t, e, Request{Prompt: p, MaxTokens: 1})
 	all := rec.take()
@@ -30,7 +30,7 @@ func TestHybridGroupStoresAgainABlockItRecomputes(t *testing.T) {
 			k4 = gkey{e.hy.swa[0].group, parent}
 		}
 	}
-	dropCached(t, e.hy.swaSet, k4)
+	dropCached(t, e.pool, k4)
 	e.mu.Unlock()
 	all = append(all, Event{Type: BlockRemoved, BlockHashes: []uint64{hashes[4]}, GroupIdx: 1})
 	require.Equal(t, 4*4, e.CachedTokens(p))
@@ -47,6 +47,6 @@ func TestHybridGroupStoresAgainABlockItRecomputes(t *testing.T) {
 	require.Equal(t, [][]uint64{hashes[4:6]}, stores[0], "full attention stores blocks 4 and 5 again")
 	require.Equal(t, [][]uint64{hashes[4:6]}, stores[1], "so does the window group, which held block 5")
 	all = append(all, events...)
-	require.Equal(t, 2, held(e.hy.swa[0])[hashes[5]])
-	require.Equal(t, held(e.hy.swa[0]), groupResidency(all)[1])
+	require.Equal(t, 2, held(e, e.hy.swa[0])[hashes[5]])
+	require.Equal(t, held(e, e.hy.swa[0]), groupResidency(all)[1])
 }

@@ -37,12 +37,14 @@ func groupResidency(events []Event) map[int]map[uint64]int {
 	return out
 }
 
-// held returns what a sliding-window or Mamba group holds.
-func held(g *cacheGroup) map[uint64]int {
+// held returns what a sliding-window or Mamba group holds: the copies of
+// each of its blocks the engine's pool caches.
+func held(e *Engine, g *cacheGroup) map[uint64]int {
 	out := map[uint64]int{}
-	for k, copies := range g.set.at {
-		if k.group == g.group {
-			out[k.d.U64()] = len(copies)
+	p := e.pool
+	for b := range p.hash {
+		if p.hashed[b] && p.hash[b].group == g.group {
+			out[p.hash[b].d.U64()]++
 		}
 	}
 	return out
@@ -50,14 +52,13 @@ func held(g *cacheGroup) map[uint64]int {
 
 // dropCached makes pool p lose its only copy of k, a free block, as an
 // eviction would, without an event.
-func dropCached(t *testing.T, p *groupPool, k gkey) {
+func dropCached(t *testing.T, p *blockPool, k gkey) {
 	t.Helper()
-	require.Len(t, p.at[k], 1)
-	b := p.at[k][0]
-	require.Zero(t, b.ref, "no request holds it")
-	p.free.MoveToFront(b.el)
-	b, _ = p.takeHead(nil)
-	b.el = p.free.PushFront(b)
+	b, ok := p.lookup(k)
+	require.True(t, ok)
+	require.Negative(t, p.chain[b], "one copy")
+	require.Zero(t, p.ref[b], "no request holds it")
+	p.uncache(b)
 }
 
 // The sliding-window and Mamba groups' events tell a subscriber exactly
@@ -65,14 +66,14 @@ func dropCached(t *testing.T, p *groupPool, k gkey) {
 // keeps, so that a block it adds is evicted again by the same store.
 func TestHybridGroupEventsMatchTheGroups(t *testing.T) {
 	e, rec := newTestEngine(t, Config{NumGPUBlocks: 64, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-		Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 2, Mamba: true, MambaStates: 3}})
+		Hybrid: &HybridConfig{SlidingWindow: 6, Mamba: true}})
 	var all []Event
 	for i, n := range []int{5 * 4, 2 * 4, 7 * 4, 3 * 4, 5 * 4} {
 		run(t, e, Request{Prompt: seqTokens(1000*(i%3), n+1), MaxTokens: 1})
 		all = append(all, rec.take()...)
 		got := groupResidency(all)
-		require.Equal(t, held(e.hy.swa[0]), got[1], "request %d: sliding-window group", i)
-		require.Equal(t, held(e.hy.mamba), got[2], "request %d: Mamba group", i)
+		require.Equal(t, held(e, e.hy.swa[0]), got[1], "request %d: sliding-window group", i)
+		require.Equal(t, held(e, e.hy.mamba), got[2], "request %d: Mamba group", i)
 	}
 }
 
@@ -82,15 +83,16 @@ func TestHybridGroupEventsMatchTheGroups(t *testing.T) {
 // request): a request waiting for KV blocks, retried every step, does not
 // keep its prefix's window blocks from being evicted.
 func TestHybridFailedAdmissionDoesNotRefreshTheGroups(t *testing.T) {
-	e, rec := newTestEngine(t, Config{NumGPUBlocks: 11, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-		Hybrid: &HybridConfig{SlidingWindow: 5, WindowBlocks: 8}})
+	e, rec := newTestEngine(t, Config{NumGPUBlocks: 18, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
+		Hybrid: &HybridConfig{SlidingWindow: 5}})
 	p := seqTokens(1, 8)
 	run(t, e, Request{Prompt: p, MaxTokens: 1})                 // p0 p1
 	run(t, e, Request{Prompt: seqTokens(100, 8), MaxTokens: 1}) // q0 q1
 	rec.take()
-	// r1 holds 5 blocks and decodes into 2 more, storing r5 and r6 on the
-	// way; r2 shares p's two blocks but needs 8 blocks where 6 are free, so
-	// it waits, its lookup retried every step, until r1 is done.
+	// r1 holds 5 blocks in each group and decodes into 2 more, storing r5
+	// and r6 on the way; r2 shares p's two blocks but needs 17 of the pool
+	// the groups share, more than are free, so it waits, its lookup
+	// retried every step, until r1 is done.
 	var r2 Result
 	_, err := e.Submit(Request{Prompt: seqTokens(200, 20), MaxTokens: 9})
 	require.NoError(t, err)
@@ -141,7 +143,7 @@ func storedBlocks(t *testing.T, ev Event) map[uint64]blockRecord {
 // the same blocks.
 func TestHybridGroupStoresCarryParentTokensAndKeys(t *testing.T) {
 	e, rec := newTestEngine(t, Config{NumGPUBlocks: 64, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-		Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 2, Mamba: true, MambaStates: 3}})
+		Hybrid: &HybridConfig{SlidingWindow: 6, Mamba: true}})
 	full := map[uint64]blockRecord{}
 	groups := 0
 	for i, n := range []int{5 * 4, 2 * 4, 7 * 4, 3 * 4, 5 * 4} {

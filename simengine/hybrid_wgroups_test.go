@@ -23,8 +23,8 @@ func TestHybridWindowGroupsAreNumberedAsVLLMSplitsLayers(t *testing.T) {
 		{OrderMambaFirst, []int{2, 3, 4, 5, 6}, 1, 0},
 	} {
 		t.Run(tc.order, func(t *testing.T) {
-			e, rec := newTestEngine(t, Config{NumGPUBlocks: 40, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-				Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 12, WindowGroups: 5, Mamba: true, MambaStates: 2, GroupOrder: tc.order}})
+			e, rec := newTestEngine(t, Config{NumGPUBlocks: 72, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
+				Hybrid: &HybridConfig{SlidingWindow: 6, WindowGroups: 5, Mamba: true, GroupOrder: tc.order}})
 			var all []Event
 			partial := 0
 			for i, n := range []int{5 * 4, 2 * 4, 7 * 4, 3 * 4, 5 * 4, 9 * 4} {
@@ -35,12 +35,12 @@ func TestHybridWindowGroupsAreNumberedAsVLLMSplitsLayers(t *testing.T) {
 				res := groupResidency(all)
 				for j, g := range e.hy.swa {
 					require.Equal(t, tc.window[j], g.group)
-					require.Equal(t, held(g), res[g.group], "request %d: window group %d", i, g.group)
-					if len(held(g)) != len(held(e.hy.swa[0])) {
+					require.Equal(t, held(e, g), res[g.group], "request %d: window group %d", i, g.group)
+					if len(held(e, g)) != len(held(e, e.hy.swa[0])) {
 						partial++
 					}
 				}
-				require.Equal(t, held(e.hy.mamba), res[tc.mambaAt], "request %d: Mamba group", i)
+				require.Equal(t, held(e, e.hy.mamba), res[tc.mambaAt], "request %d: Mamba group", i)
 			}
 			kinds := map[int]string{}
 			for _, ev := range all {
@@ -66,7 +66,7 @@ func TestHybridWindowGroupsAreNumberedAsVLLMSplitsLayers(t *testing.T) {
 // as vLLM's find_longest_cache_hit asks every group of the kind for it.
 func TestHybridEveryWindowGroupMustHoldTheWindow(t *testing.T) {
 	e, _ := newTestEngine(t, Config{NumGPUBlocks: 64, DecodeStep: 1, PrefillTokensPerSecond: 1e6,
-		Hybrid: &HybridConfig{SlidingWindow: 6, WindowBlocks: 16, WindowGroups: 3}})
+		Hybrid: &HybridConfig{SlidingWindow: 6, WindowGroups: 3}})
 	p := seqTokens(7, 6*4+1)
 	run(t, e, Request{Prompt: p, MaxTokens: 1})
 	require.Equal(t, 6*4, e.CachedTokens(p))
@@ -76,7 +76,7 @@ func TestHybridEveryWindowGroupMustHoldTheWindow(t *testing.T) {
 		parent = e.hasher.hash(parent, p[i*bs:(i+1)*bs], nil)
 	}
 	k := gkey{e.hy.swa[2].group, parent}
-	dropCached(t, e.hy.swaSet, k) // the last window group's block 5
+	dropCached(t, e.pool, k) // the last window group's block 5
 	e.mu.Unlock()
 	// Blocks 4 and 5 make the window of a 6-block prefix, 3 and 4 that of
 	// a 5-block one, which every group still holds.
@@ -87,7 +87,7 @@ func TestHybridWindowGroupsAreValidated(t *testing.T) {
 	for _, h := range []HybridConfig{
 		{SlidingWindow: 8, WindowGroups: -1},
 		{SlidingWindow: 8, WindowGroups: maxWindowGroups + 1},
-		{SlidingWindow: 8, WindowGroups: 64, WindowBlocks: 1 << 20},
+		{SlidingWindow: 8, WindowGroups: 64 << 20},
 	} {
 		_, err := New(Config{Hybrid: &h}, Options{})
 		require.True(t, errors.Is(err, ErrBadConfig), "%+v: %v", h, err)

@@ -46,7 +46,7 @@ func (e *Engine) CachedBlocks(r Request) []uint64 {
 	var out []uint64
 	for i := 0; (i+1)*e.cfg.BlockSize <= len(r.Prompt); i++ {
 		e.ensureHashesLocked(s, i+1)
-		if _, ok := e.pool.lookup(s.hashes[i]); !ok {
+		if _, ok := e.pool.lookup(gkey{e.fullGroupLocked(), s.hashes[i]}); !ok {
 			break
 		}
 		out = append(out, s.hashes[i].U64())
@@ -84,7 +84,7 @@ func (e *Engine) holdLocked(s *seq) {
 	e.stats.HeldBlocks += len(s.blocks)
 	s.blocks = s.blocks[:0]
 	if e.hy != nil {
-		e.hybridHoldLocked(s)
+		e.stats.HeldBlocks += e.hybridHoldLocked(s)
 	}
 }
 
@@ -100,14 +100,16 @@ func (e *Engine) ReleaseKV(id ReqID) bool {
 		return false
 	}
 	delete(e.held, id)
+	freed := len(blocks)
 	for i := len(blocks) - 1; i >= 0; i-- {
 		e.pool.release(blocks[i])
 	}
 	if e.hy != nil {
-		e.hybridReleaseHeldLocked(id)
+		freed += e.hybridReleaseLocked(e.hy.held[id])
+		delete(e.hy.held, id)
 	}
 	e.stats.HeldRequests--
-	e.stats.HeldBlocks -= len(blocks)
+	e.stats.HeldBlocks -= freed
 	e.signal() // waiting requests may fit now
 	return true
 }

@@ -101,7 +101,8 @@ var (
 	ErrEmptyPrompt = errors.New("engine: empty prompt")
 	ErrMaxTokens   = errors.New("engine: max_tokens must be at least 1")
 	// ErrTooLong means prompt plus max_tokens needs more KV blocks than the
-	// engine has, so the request could never run.
+	// engine has (in hybrid mode, counting what every KV-cache group may
+	// hold at once), so the request could never run.
 	ErrTooLong = errors.New("engine: request does not fit in the KV cache")
 )
 
@@ -125,9 +126,10 @@ type Stats struct {
 	// vllm:num_requests_waiting includes them, under reason "deferred".
 	Deferred int
 	// HeldRequests and HeldBlocks count finished requests whose blocks are
-	// held for a KV transfer (Request.HoldKV) and those blocks.
+	// held for a KV transfer (Request.HoldKV) and those blocks (in hybrid
+	// mode, of every KV-cache group).
 	HeldRequests, HeldBlocks int
 	NumBlocks                int // KV-cache capacity in blocks
 	FreeBlocks               int // blocks not referenced by a running request (may still hold a hash)
-	CachedBlocks             int // blocks holding a hash (hittable)
+	CachedBlocks             int // blocks holding a hash (hittable), of every KV-cache group
 }

@@ -12,11 +12,11 @@ type seq struct {
 	tokens    []uint32 // prompt followed by generated tokens
 	promptLen int
 	seed      uint64
-	computed  int         // tokens whose KV is in the cache
-	blocks    []int32     // KV blocks held, in sequence order
-	numCached int         // leading blocks already in the prefix cache for this request
-	hashes    []Digest    // digests of the full blocks of tokens, computed lazily
-	gblocks   [][]*gblock // hybrid mode: blocks held in each of hy.groups, nil where skipped (hybrid_alloc.go)
+	computed  int       // tokens whose KV is in the cache
+	blocks    []int32   // KV blocks held, in sequence order
+	numCached int       // leading blocks already in the prefix cache for this request
+	hashes    []Digest  // digests of the full blocks of tokens, computed lazily
+	gblocks   [][]int32 // hybrid mode: blocks held in each of hy.groups, -1 where skipped (hybrid_alloc.go)
 	outputs   int
 	arrival   time.Time
 	first     time.Time
@@ -104,7 +104,12 @@ func (e *Engine) admitLocked(budget int) int {
 				evictable++
 			}
 		}
-		if newBlocks+evictable > e.pool.free {
+		need := newBlocks + evictable
+		if e.hy != nil {
+			// Every group allocates from the same pool (hybrid_alloc.go).
+			need += e.hybridAdmitNeedLocked(s, len(hits), start, start+n)
+		}
+		if need > e.pool.free {
 			break // FCFS: the head waits for blocks, nobody overtakes it
 		}
 		for _, b := range hits {
@@ -112,9 +117,12 @@ func (e *Engine) admitLocked(budget int) int {
 		}
 		s.blocks = append(s.blocks[:0], hits...)
 		s.computed, s.numCached = start, len(hits)
+		if e.hy != nil {
+			e.hybridTouchHitsLocked(s, len(hits))
+		}
 		e.allocBlocksLocked(s, newBlocks)
 		if e.hy != nil {
-			e.hybridAdmitLocked(s, len(hits), start+n) // hybrid_alloc.go
+			e.hybridAllocLocked(s, start+n)
 		}
 		if !s.counted {
 			s.counted, s.cached, s.remote = true, hitTokens, start-hitTokens
@@ -150,9 +158,10 @@ func (e *Engine) admitLocked(budget int) int {
 func (e *Engine) cacheHitLocked(s *seq) []int32 {
 	maxBlocks := (len(s.tokens) - 1) / e.cfg.BlockSize
 	hits := e.hitScratch[:0]
+	full := e.fullGroupLocked()
 	for i := 0; i < maxBlocks; i++ {
 		e.ensureHashesLocked(s, i+1)
-		b, ok := e.pool.lookup(s.hashes[i])
+		b, ok := e.pool.lookup(gkey{full, s.hashes[i]})
 		if !ok {
 			break
 		}
@@ -167,9 +176,15 @@ func (e *Engine) cacheHitLocked(s *seq) []int32 {
 
 // allocateLocked gives a running request the blocks for upTo tokens, preempting
 // the last running request while blocks are short. It returns false if s itself
-// was preempted.
+// was preempted. In hybrid mode the blocks are those of every group, which
+// first frees what it no longer needs (hybrid_alloc.go).
 func (e *Engine) allocateLocked(s *seq, upTo int) bool {
-	need := (upTo+e.cfg.BlockSize-1)/e.cfg.BlockSize - len(s.blocks)
+	fullNeed := (upTo+e.cfg.BlockSize-1)/e.cfg.BlockSize - len(s.blocks)
+	need := fullNeed
+	if e.hy != nil {
+		e.hybridSkipLocked(s)
+		need = max(0, fullNeed) + e.hybridNeedLocked(s, upTo)
+	}
 	for need > e.pool.free {
 		victim := e.running[len(e.running)-1]
 		e.preemptLocked(victim)
@@ -178,22 +193,28 @@ func (e *Engine) allocateLocked(s *seq, upTo int) bool {
 			return false
 		}
 	}
-	e.allocBlocksLocked(s, need)
+	e.allocBlocksLocked(s, fullNeed)
 	if e.hy != nil {
-		e.hybridAllocLocked(s, upTo) // hybrid_alloc.go
+		e.hybridAllocLocked(s, upTo)
 	}
 	return true
 }
 
-// allocBlocksLocked appends n new blocks to s, reporting lazy evictions.
+// allocBlocksLocked appends n new full-attention blocks to s.
 func (e *Engine) allocBlocksLocked(s *seq, n int) {
 	for range n {
-		b, evicted, was := e.pool.allocate()
-		if was && e.cfg.Sink != nil {
-			e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{evicted.U64()}, Medium: MediumGPU, GroupIdx: e.fullGroupLocked()})
-		}
-		s.blocks = append(s.blocks, b)
+		s.blocks = append(s.blocks, e.allocBlockLocked())
 	}
+}
+
+// allocBlockLocked takes a block from the pool for any group, queueing the
+// removal of the cached block it evicts, named by that block's group.
+func (e *Engine) allocBlockLocked() int32 {
+	b, evicted, was := e.pool.allocate()
+	if was && e.cfg.Sink != nil {
+		e.pending = append(e.pending, Event{Type: BlockRemoved, BlockHashes: []uint64{evicted.d.U64()}, Medium: MediumGPU, GroupIdx: evicted.group})
+	}
+	return b
 }
 
 // preemptLocked moves a running request back to the head of the waiting queue
@@ -207,14 +228,15 @@ func (e *Engine) preemptLocked(s *seq) {
 }
 
 // releaseLocked frees the blocks of s in reverse order, so that the tail of a
-// sequence is evicted before its head, as vLLM's free_blocks does.
+// sequence is evicted before its head, as vLLM's free_blocks does; in hybrid
+// mode the other groups' blocks after them (hybrid_alloc.go).
 func (e *Engine) releaseLocked(s *seq) {
 	for i := len(s.blocks) - 1; i >= 0; i-- {
 		e.pool.release(s.blocks[i])
 	}
 	s.blocks = s.blocks[:0]
 	if e.hy != nil {
-		e.hybridReleaseLocked(s)
+		e.hybridReleaseLocked(s.gblocks)
 	}
 }
 
@@ -256,8 +278,9 @@ func (e *Engine) cacheFullLocked(s *seq, upTo int) {
 		return
 	}
 	e.ensureHashesLocked(s, full)
+	fullGroup := e.fullGroupLocked()
 	for i := s.numCached; i < full; i++ {
-		e.pool.cache(s.blocks[i], s.hashes[i])
+		e.pool.cache(s.blocks[i], gkey{fullGroup, s.hashes[i]})
 	}
 	if e.hy != nil {
 		e.hybridStoreLocked(s, s.numCached, full, true)

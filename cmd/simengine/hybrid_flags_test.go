@@ -22,4 +22,8 @@ func TestHybridFlags(t *testing.T) {
 	require.Equal(t, &simengine.HybridConfig{SlidingWindow: 1024, WindowGroups: 5, GroupOrder: simengine.OrderWindowFirst}, o.cfg.Engine.Hybrid)
 	_, err = parseFlags([]string{"--sliding-window-groups", "5"})
 	require.ErrorContains(t, err, "--sliding-window")
+	for _, flag := range []string{"--sliding-window-blocks", "--mamba-states"} {
+		_, err = parseFlags([]string{"--sliding-window", "512", "--mamba", flag, "64"})
+		require.ErrorContains(t, err, "--num-gpu-blocks", "%s: the groups share the pool", flag)
+	}
 }

@@ -156,7 +156,7 @@ func testSnapshotKeepsEachGroup(t *testing.T, order string) {
 	require.NoError(t, err)
 	cfg := Config{EnableScaleOut: true, KVEvents: kv, Engine: fastEngine()}
 	cfg.Engine.NumGPUBlocks = 24
-	cfg.Engine.Hybrid = &simengine.HybridConfig{SlidingWindow: 6, WindowBlocks: 3, Mamba: true, MambaStates: 2, GroupOrder: order}
+	cfg.Engine.Hybrid = &simengine.HybridConfig{SlidingWindow: 6, Mamba: true, GroupOrder: order}
 	s, base := startServer(t, cfg)
 	bs := s.Engine().BlockSize()
 	for i := range 12 {

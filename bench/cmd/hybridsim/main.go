@@ -22,7 +22,8 @@ func run(_ context.Context, args []string, stdout io.Writer) error {
 	requests := fs.Int("requests", 1500, "requests per run")
 	load := fs.Float64("load", 0.75, "load (fraction of the fleet's prefill capacity)")
 	window := fs.Int("window", 1024, "sliding window in tokens")
-	regimes := fs.String("groups", "512:512,128:128", "comma-separated group capacities per engine, each window-blocks:mamba-states (mamba-states 0: no Mamba group)")
+	pools := fs.String("pools", "4096,1024", "comma-separated block pool sizes per engine (numGPUBlocks), which full attention, the window and the Mamba group share")
+	mamba := fs.Bool("mamba", true, "give the engines a Mamba group beside the window group")
 	seed := fs.Uint64("seed", 1, "random seed")
 	out := fs.String("out", "", "write the Markdown report here (default stdout)")
 	if err := cliflag.Parse(fs, args, stdout); err != nil {
@@ -34,19 +35,25 @@ func run(_ context.Context, args []string, stdout io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Hybrid-attention model: predicted vs served cached tokens\n\n")
 	fmt.Fprintf(&b, "Command: `go run ./bench/cmd/hybridsim %s`\n\n", strings.Join(args, " "))
-	fmt.Fprintf(&b, "Shared-prefix workload, %d requests, load %.2f, %d engines of %d blocks × %d tokens, sliding window %d tokens. "+
+	groups := "a sliding-window group"
+	if *mamba {
+		groups += " and a Mamba group"
+	}
+	fmt.Fprintf(&b, "Shared-prefix workload, %d requests, load %.2f, %d engines, blocks of %d tokens, full attention with %s, sliding window %d tokens, "+
+		"every group allocating from the engine's one block pool, as vLLM's do. "+
 		"Per request routed by kvroute: predicted = the index's contiguous cached tokens on the chosen endpoint "+
 		"(capped like the engine's hit), served = the engine's prefix-cache hit. \"before\" drops the window and Mamba "+
 		"groups' events before the index (kvroute indexing full attention only); \"after\" indexes every group.\n\n",
-		*requests, *load, cfg.Fleet.Engines, cfg.Fleet.NumGPUBlocks, cfg.Fleet.BlockSize, *window)
-	fmt.Fprintf(&b, "| window blocks : Mamba states | index | requests | mean abs error (tokens) | error / prompt tokens | over-predicted | under-predicted | predicted / served tokens | hit rate | TTFT p90 |\n")
+		*requests, *load, cfg.Fleet.Engines, cfg.Fleet.BlockSize, groups, *window)
+	fmt.Fprintf(&b, "| pool blocks | index | requests | mean abs error (tokens) | error / prompt tokens | over-predicted | under-predicted | predicted / served tokens | hit rate | TTFT p90 |\n")
 	fmt.Fprintf(&b, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, rg := range strings.Split(*regimes, ",") {
-		var wb, ms int
-		if _, err := fmt.Sscanf(rg, "%d:%d", &wb, &ms); err != nil || wb < 1 || ms < 0 {
-			return fmt.Errorf("hybridsim: -groups entry %q: want window-blocks:mamba-states, e.g. 512:512", rg)
+	for _, pool := range strings.Split(*pools, ",") {
+		var n int
+		if _, err := fmt.Sscanf(pool, "%d", &n); err != nil || n < 1 {
+			return fmt.Errorf("hybridsim: -pools entry %q: want a number of blocks, e.g. 1024", pool)
 		}
-		cfg.Fleet.Hybrid = &simengine.HybridConfig{SlidingWindow: *window, WindowBlocks: wb, Mamba: ms > 0, MambaStates: max(ms, 1)}
+		cfg.Fleet.NumGPUBlocks = n
+		cfg.Fleet.Hybrid = &simengine.HybridConfig{SlidingWindow: *window, Mamba: *mamba}
 		for _, ignore := range []bool{true, false} {
 			c := cfg
 			c.IgnoreCacheGroups = ignore
@@ -62,7 +69,7 @@ func run(_ context.Context, args []string, stdout io.Writer) error {
 			if !ignore {
 				name = "every cache group (after)"
 			}
-			fmt.Fprintf(&b, "| %d : %d | %s | %d | %.1f | %.4f | %d | %d | %.3f | %.3f | %v |\n", wb, ms, name, e.Requests, e.MeanAbsTokens,
+			fmt.Fprintf(&b, "| %d | %s | %d | %.1f | %.4f | %d | %d | %.3f | %.3f | %v |\n", n, name, e.Requests, e.MeanAbsTokens,
 				e.RelError, e.Over, e.Under, float64(e.Predicted)/float64(max(e.Served, 1)), res.HitRate, res.TTFTP90.Round(1e6))
 		}
 	}
