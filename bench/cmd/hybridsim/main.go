@@ -22,7 +22,7 @@ func run(_ context.Context, args []string, stdout io.Writer) error {
 	requests := fs.Int("requests", 1500, "requests per run")
 	load := fs.Float64("load", 0.75, "load (fraction of the fleet's prefill capacity)")
 	window := fs.Int("window", 1024, "sliding window in tokens")
-	pools := fs.String("pools", "4096,1024", "comma-separated block pool sizes per engine (numGPUBlocks), which full attention, the window and the Mamba group share")
+	pools := fs.String("pools", "4096,2048,1024", "comma-separated block pool sizes per engine (numGPUBlocks), which full attention, the window and the Mamba group share")
 	mamba := fs.Bool("mamba", true, "give the engines a Mamba group beside the window group")
 	seed := fs.Uint64("seed", 1, "random seed")
 	out := fs.String("out", "", "write the Markdown report here (default stdout)")
