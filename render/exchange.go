@@ -33,7 +33,7 @@ type exchange struct {
 	c      *Client
 	m      *metrics // where the loser is counted (Client.metricsFor)
 	cancel context.CancelFunc
-	wrote  atomic.Bool  // the request was written whole: abandoning it leaves its connection open
+	wrote  atomic.Bool  // the request is whole in the connection's write buffer (WroteRequest, before its last flush, which goes on without the caller): abandoning it leaves its connection open
 	state  atomic.Int32 // exchRunning, then exchClaimed, exchAbandoned or exchFinished
 	done   chan struct{}
 	err    *Error // the attempt's outcome, once done is closed
