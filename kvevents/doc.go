@@ -249,9 +249,11 @@
 // entries and continues from the window (PoolConfig.ClearOnResumeGap
 // clears instead). Outcomes are counted in
 // kvroute_kv_events_resumes_total{pod_identifier,result}; a publisher
-// restart or Resync that clears the endpoint before the check ends counts
-// the resume as "superseded", and any other clear before it ends (a check
-// cut short by the live messages waiting for it) as "gap_cleared".
+// restart, a Resync or a new events address, replay address or model
+// (Ensure replaces the stream) that clears the endpoint before the check
+// ends counts the resume as "superseded", and any other clear before it
+// ends (a check cut short by the live messages waiting for it) as
+// "gap_cleared".
 //
 // # Publishing
 //

@@ -154,7 +154,9 @@ const (
 	// resumeSuperseded (unexported, as resumeSnapshot is): the check had
 	// not ended when a publisher restart (a sequence going backwards, a new
 	// publisher identity) or a Resync cleared the endpoint and began a new
-	// generation, which rebuilds it from 0: the position was neither
+	// generation, which rebuilds it from 0, or when a new events address,
+	// replay address or model replaced the endpoint's stream (Ensure),
+	// whose entries are cleared with it: the position was neither
 	// confirmed nor refuted.
 	resumeSuperseded = "superseded"
 )
@@ -169,7 +171,7 @@ type resumeMetrics struct {
 func newResumeMetrics(r *registrar) (*resumeMetrics, error) {
 	m := &resumeMetrics{resumes: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_kv_events_resumes_total",
-		Help: "Endpoints started from a stream position recorded in the index (checkpoint or peer snapshot), by outcome (resumed, resumed_with_gap, gap_cleared, restarted, unverified, engine_snapshot: the position was past the replay window and the engine's snapshot replaced the entries; superseded: a publisher restart or Resync cleared the endpoint before the position's check ended).",
+		Help: "Endpoints started from a stream position recorded in the index (checkpoint or peer snapshot), by outcome (resumed, resumed_with_gap, gap_cleared, restarted, unverified, engine_snapshot: the position was past the replay window and the engine's snapshot replaced the entries; superseded: a publisher restart, Resync or new events address, replay address or model cleared the endpoint before the position's check ended).",
 	}, []string{"pod_identifier", "result"})}
 	m.resumes = register(r, m.resumes)
 	if r.err != nil {

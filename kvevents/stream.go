@@ -288,12 +288,15 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 // queued are dropped inputs of the endpoint, counted as superseded like
 // those of a new generation: the held ones here, the queued ones when the
 // worker reaches them (handle) or discards them as the pool closes
-// (discardQueued). Otherwise the endpoint leaves the pool, or the pool
-// closes, with everything in flight, and nothing is counted.
+// (discardQueued); and a recorded position whose check has not ended is
+// counted as superseded, since the entries it restored are cleared.
+// Otherwise the endpoint leaves the pool, or the pool closes, with
+// everything in flight, and nothing is counted.
 func (st *stream) close(clear, replaced bool) {
 	st.lock()
 	if replaced && !st.s.closed {
 		st.p.m.drop(st.id, dropSuperseded, len(st.s.held))
+		st.supersedeResumeLocked()
 		st.s.replaced = true
 	}
 	st.s.closed = true

@@ -106,3 +106,54 @@ func TestPoolReplacedStreamCountsItsHeldAndQueuedMessages(t *testing.T) {
 		})
 	}
 }
+
+// checkPending reports whether st has a recorded position whose check has
+// not ended.
+func checkPending(st *stream) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.s.rs.pending
+}
+
+// An endpoint started from a recorded position (EnsureFrom) whose check —
+// the replay from the position, which gets no answer here — has not ended
+// when a new events address replaces its stream: the replacement clears
+// the restored entries before the check could confirm or refute the
+// position, and the resume is counted once, as superseded, as when a
+// publisher restart or Resync clears them. Before, it was counted under no
+// outcome at all.
+func TestPoolReplacedStreamCountsItsPendingResume(t *testing.T) {
+	defer leakcheck.Check(t)()
+	raddr, accepted, stopPeer := startSilentPeer(t)
+	defer stopPeer()
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub.Close()
+	pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub2.Close()
+	p, logs := newTestPool(t, PoolConfig{Concurrency: 1, TailProbeDelay: -1, ReplayGrace: time.Hour,
+		ReplayClient: replay.ClientConfig{IdleTimeout: time.Hour, Limiter: replay.NewLimiter(8)}}, newPoolIndex(t))
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: raddr}
+	require.NoError(t, p.EnsureFrom(ep, Position{Seq: 5, Digest: PayloadDigest(poolPayload(5))}))
+	await(t, accepted, "the position check's connection") // started once the position was adopted
+	old := p.stream(id)
+	require.True(t, checkPending(old), logs.String())
+
+	ep.EventsAddress = pub2.Endpoint()
+	require.NoError(t, p.Ensure(ep)) // returns once the old stream is closed
+	require.NotSame(t, old, p.stream(id))
+	requireResumes := func(what string) {
+		t.Helper()
+		for _, r := range resumeOutcomes {
+			want := 0.0
+			if r == resumeSuperseded {
+				want = 1
+			}
+			require.Equal(t, want, counter(p.rm.resumes, id, r), "%s: %s\n%s", what, r, logs)
+		}
+	}
+	requireResumes("at the replacement")
+	require.NoError(t, p.Close())
+	requireResumes("closing counts nothing more")
+}

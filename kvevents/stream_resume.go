@@ -48,7 +48,8 @@ import "github.com/kvroute/kvroute/kvevents/wire"
 // dropped message, a repair) asks from the position instead and is the
 // check (planReplayLocked). A publisher restart or a Resync that clears
 // the endpoint before any of these is decided counts the resume as
-// "superseded" (bumpGenLocked).
+// "superseded" (bumpGenLocked), as does a new events address, replay
+// address or model that replaces the stream (close).
 type resumeState struct {
 	adopted    bool     // the position was looked up (once, before anything else)
 	pending    bool     // the adopted position is not verified yet

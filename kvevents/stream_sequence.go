@@ -15,14 +15,7 @@ func (st *stream) bumpGenLocked() {
 	s := &st.s
 	if !s.closed {
 		st.p.m.drop(st.id, dropSuperseded, len(s.held))
-		if s.rs.pending || s.rs.replaced {
-			// The recorded position's check (or the snapshot load that
-			// replaced its entries) has not ended, and the new generation
-			// clears the endpoint: count the resume once, as superseded
-			// (clearLocked then forgets the position).
-			s.rs.pending, s.rs.replaced = false, false
-			st.p.rm.count(st.id, resumeSuperseded)
-		}
+		st.supersedeResumeLocked() // the new generation clears the endpoint
 	}
 	s.gen++
 	st.gen.Store(s.gen)
@@ -36,12 +29,26 @@ func (st *stream) bumpGenLocked() {
 	st.inProgress.Set(0)
 }
 
+// supersedeResumeLocked counts, once, as superseded a recorded position
+// whose check (or the snapshot load that replaced its entries) has not
+// ended: a new generation (bumpGenLocked), or a new stream replacing this
+// one (close), clears the endpoint before the check could confirm or
+// refute the position (clearLocked then forgets it, or close does).
+func (st *stream) supersedeResumeLocked() {
+	rs := &st.s.rs
+	if rs.pending || rs.replaced {
+		rs.pending, rs.replaced = false, false
+		st.p.rm.count(st.id, resumeSuperseded)
+	}
+}
+
 // clearLocked drops the endpoint's entries and its watermark. A recorded
 // position whose check has not ended is counted here, once, as
 // gap_cleared: its entries are gone and the endpoint is rebuilt from what
 // follows (a replay cut short, a replay rejected as running ahead of the
-// live stream). The resume rules, bumpGenLocked and the snapshot load
-// count their own outcome and end the check before they clear.
+// live stream). The resume rules, bumpGenLocked, close (of a replaced
+// stream) and the snapshot load count their own outcome and end the check
+// before they clear.
 func (st *stream) clearLocked() int {
 	if st.s.rs.pending {
 		st.s.rs.pending = false
