@@ -56,7 +56,8 @@ import (
 //     catch-up replay.
 //   - the worker applies queued messages under mu; messages of an older
 //     generation are discarded (counted, reason "superseded"), as are
-//     those of a stream a new one replaced (a new address or model).
+//     those of a stream a new one replaced (a new address or model),
+//     counted when it is replaced (close).
 //   - at most one replay goroutine per generation fetches missed batches
 //     and hands each one, and at the end its outcome, to the worker
 //     (stream.onWorker), which applies them under mu: replayed and live
@@ -150,6 +151,7 @@ type stream struct {
 
 	gen       atomic.Uint64 // mirror of s.gen, read by the receiver to stamp messages
 	closed    atomic.Bool
+	inQueue   atomic.Int64  // live messages queued on the worker and not taken by handle while open (close counts a replaced stream's)
 	recvMu    sync.RWMutex  // held for reading while the receiver handles a message (whileOpen); close waits for it
 	lastSeen  atomic.Uint64 // mirror of lastLive for Status and catch-up replays
 	seen      atomic.Bool
@@ -169,7 +171,6 @@ type stream struct {
 type seqState struct {
 	gen       uint64
 	closed    bool
-	replaced  bool   // closed for a new stream of the same endpoint: its queued messages are counted as dropped (close)
 	has       bool   // a watermark exists
 	applied   uint64 // index watermark: last sequence applied
 	model     string // model of the last applied live message (for replays)
@@ -286,18 +287,18 @@ func newStream(p *Pool, id, model, replayAddr string) *stream {
 // endpoint stays in the pool under a new stream (a new address, replay
 // address or model), so the live messages this one still holds or has
 // queued are dropped inputs of the endpoint, counted as superseded like
-// those of a new generation: the held ones here, the queued ones when the
-// worker reaches them (handle) or discards them as the pool closes
-// (discardQueued); and a recorded position whose check has not ended is
-// counted as superseded, since the entries it restored are cleared.
-// Otherwise the endpoint leaves the pool, or the pool closes, with
-// everything in flight, and nothing is counted.
+// those of a new generation, all of them before close returns (so none is
+// counted after a later Remove deleted the endpoint's series); and a
+// recorded position whose check has not ended is counted as superseded,
+// since the entries it restored are cleared. Otherwise the endpoint
+// leaves the pool, or the pool closes, with everything in flight, and
+// nothing is counted.
 func (st *stream) close(clear, replaced bool) {
 	st.lock()
-	if replaced && !st.s.closed {
+	replaced = replaced && !st.s.closed
+	if replaced {
 		st.p.m.drop(st.id, dropSuperseded, len(st.s.held))
 		st.supersedeResumeLocked()
-		st.s.replaced = true
 	}
 	st.s.closed = true
 	st.closed.Store(true)
@@ -315,6 +316,12 @@ func (st *stream) close(clear, replaced bool) {
 	st.recvMu.Lock()
 	//lint:ignore SA2001 the empty critical section is that barrier
 	st.recvMu.Unlock()
+	if replaced {
+		// Nothing is queued after the barrier, and handle takes nothing
+		// from a closed stream: what is still queued, or was taken by the
+		// worker since closed was set, is final.
+		st.p.m.drop(st.id, dropSuperseded, int(st.inQueue.Load()))
+	}
 	st.cancel()
 	st.wg.Wait()
 	if clear {

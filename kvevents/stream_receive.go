@@ -58,9 +58,11 @@ func (st *stream) receiveOpen(seq uint64, frameID, payload []byte, model string)
 		st.liveConn.Store(true)
 	}
 	it := item{st: st, gen: st.gen.Load(), seq: seq, model: model, payload: payload, tr: st.traceReceive(seq, payload)}
+	st.inQueue.Add(1) // before the worker can take it (handle)
 	queued := st.w.enqueue(it)
 	it.tr.endReceive(queued)
 	if !queued {
+		st.inQueue.Add(-1)
 		st.queueFull.Inc()
 		st.requestCatchUp()
 	}

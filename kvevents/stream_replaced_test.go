@@ -39,9 +39,9 @@ func blockWorker(t *testing.T, st *stream) (release func()) {
 // An endpoint whose events address changes gets a new stream: the old
 // one's live messages, held behind its connect replay (which never gets an
 // answer) or still queued on its worker, are dropped with it, and each one
-// is counted once (dropped_total{reason="superseded"}), whether the worker
-// reaches the queued ones before the pool closes or not. Before, they
-// vanished from every metric.
+// is counted once (dropped_total{reason="superseded"}), at the
+// replacement, and nothing more whether the worker reaches the queued ones
+// before the pool closes or not. Before, they vanished from every metric.
 func TestPoolReplacedStreamCountsItsHeldAndQueuedMessages(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -85,7 +85,8 @@ func TestPoolReplacedStreamCountsItsHeldAndQueuedMessages(t *testing.T) {
 			ep.EventsAddress = pub2.Endpoint()
 			require.NoError(t, p.Ensure(ep)) // returns once the old stream is closed
 			require.NotSame(t, old, p.stream(id))
-			require.Equal(t, float64(held), counter(m.Dropped, id, string(dropSuperseded)), "held messages, counted at the replacement")
+			require.Equal(t, float64(held+queued), counter(m.Dropped, id, string(dropSuperseded)),
+				"held and queued messages, counted at the replacement: %s", logs)
 
 			if tc.closeFirst {
 				closed := make(chan error, 1)
@@ -156,4 +157,48 @@ func TestPoolReplacedStreamCountsItsPendingResume(t *testing.T) {
 	requireResumes("at the replacement")
 	require.NoError(t, p.Close())
 	requireResumes("closing counts nothing more")
+}
+
+// A stream replaced for a new events address while its worker is busy
+// leaves live messages queued; the endpoint is then removed. The queued
+// messages are counted (dropped_total{reason="superseded"}) at the
+// replacement, and the worker reaching them after the removal counts
+// nothing: no series of the removed endpoint comes back. Before, they were
+// counted as the worker reached them, recreating the removed endpoint's
+// dropped_total series (one per endpoint churned this way).
+func TestPoolReplacedStreamQueuedMessagesLeaveNoSeriesAfterRemove(t *testing.T) {
+	defer leakcheck.Check(t)()
+	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub.Close()
+	pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
+	defer pub2.Close()
+	p, logs := newTestPool(t, PoolConfig{Concurrency: 1, TailProbeDelay: -1}, newPoolIndex(t))
+	defer p.Close()
+	const id = "127.0.0.1:8000"
+	ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint()}
+	require.NoError(t, p.Ensure(ep))
+	waitApplied(t, p, id, publishUntilReceived(t, p, pub, id))
+	old := p.stream(id)
+
+	release := blockWorker(t, old)
+	defer release()
+	const queued = 3
+	publishN(t, pub, queued)
+	require.Eventually(t, func() bool { return queuedOn(old) == queued }, poolWait, poolTick,
+		"messages queued behind the parked worker: %d", queuedOn(old))
+	ep.EventsAddress = pub2.Endpoint()
+	require.NoError(t, p.Ensure(ep)) // returns once the old stream is closed
+	m := p.metrics()
+	require.Equal(t, float64(queued), counter(m.Dropped, id, string(dropSuperseded)),
+		"queued messages, counted at the replacement: %s", logs)
+
+	p.Remove(id)
+	require.Zero(t, seriesOf(t, p, id), "the removal deletes the endpoint's series")
+	release()
+	require.Eventually(t, func() bool { return queuedOn(old) == 0 }, poolWait, poolTick)
+	// The worker runs one thing at a time: once this runs, the queued
+	// messages it took were handled.
+	require.True(t, old.onWorker(context.Background(), func(*wire.Decoder, *wire.Batch) {}))
+	require.Zero(t, seriesOf(t, p, id), "a replaced stream's queued message recreated a removed endpoint's series: %s", logs)
+	require.NoError(t, p.Close())
 }

@@ -86,17 +86,6 @@ func (st *stream) catchUpLocked() {
 	}
 }
 
-// discardQueued accounts for a message still queued when the pool closed
-// (worker.run): one of a stream a new stream replaced is counted, as handle
-// would have counted it.
-func (st *stream) discardQueued() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.s.closed && st.s.replaced {
-		st.p.m.drop(st.id, dropSuperseded, 1)
-	}
-}
-
 // coolingLocked reports whether no replay may start now: after a failed
 // replay, for ReplayCooldown, and while a rebuild waits for a replay slot.
 func (st *stream) coolingLocked() bool {
@@ -108,11 +97,9 @@ func (st *stream) handle(it item, dec *wire.Decoder, b *wire.Batch) {
 	st.lock()
 	defer st.unlock()
 	if st.s.closed {
-		if st.s.replaced {
-			st.p.m.drop(st.id, dropSuperseded, 1) // queued before a new stream replaced this one (close)
-		}
-		return
+		return // a replaced stream's were counted by close
 	}
+	st.inQueue.Add(-1)
 	if it.gen != st.s.gen {
 		st.p.m.drop(st.id, dropSuperseded, 1) // queued before a new generation began
 		return

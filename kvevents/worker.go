@@ -207,7 +207,7 @@ func (st *stream) sequenced(f func()) bool {
 
 // run applies messages until stop is closed. Messages still queued then are
 // discarded (their endpoints are closing with the pool; those of a stream
-// replaced before are counted, discardQueued).
+// replaced before were counted when it was, stream.close).
 func (w *worker) run(stop <-chan struct{}) {
 	dec := wire.NewDecoder(w.lim)
 	var b wire.Batch
@@ -218,7 +218,6 @@ func (w *worker) run(stop <-chan struct{}) {
 				select {
 				case it := <-w.q:
 					w.dequeued(it)
-					it.st.discardQueued()
 				default:
 					return
 				}
