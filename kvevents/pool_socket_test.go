@@ -200,9 +200,19 @@ func TestPoolEnsureAndRemoveHundredEndpoints(t *testing.T) {
 	}
 	m := p.metrics()
 	for round := range 3 {
-		for range 2 {
+		subs := map[string]*subscriber{}
+		for pass := range 2 {
 			for _, id := range ids {
 				require.NoError(t, p.Ensure(Endpoint{ID: id, EventsAddress: pub.Endpoint(), Labels: map[string]string{"round": strconv.Itoa(round)}}))
+				sub := p.src.(*dialer).subs[id]
+				if pass == 0 {
+					subs[id] = sub
+				} else {
+					// A subscriber may reconnect on its own (a heartbeat
+					// missed on a loaded machine); an unchanged Ensure
+					// must not replace it.
+					require.Same(t, subs[id], sub, "an unchanged Ensure keeps the subscriber")
+				}
 			}
 		}
 		require.Len(t, p.Endpoints(), n)
@@ -218,7 +228,6 @@ func TestPoolEnsureAndRemoveHundredEndpoints(t *testing.T) {
 		}, poolWait, 20*time.Millisecond, "round %d: not every endpoint indexed", round)
 		require.Equal(t, n, ix.Stats().Endpoints)
 		for _, id := range ids {
-			require.Zero(t, counter(m.Reconnections, id), "an unchanged Ensure keeps the subscriber")
 			p.Remove(id)
 		}
 		require.Empty(t, p.Endpoints())
