@@ -42,5 +42,4 @@ const (
 	dropModelMismatch   Reason = "model_mismatch"        // replayed batch applied under the pool's default model, cleared when the live stream named another (it is replayed again under that one)
 	dropSuperseded      Reason = "superseded"            // live message held or queued when a publisher restart, a new publisher identity or Resync began a new generation (the replay that follows rebuilds the endpoint), or when a new address, replay address or model replaced the endpoint's stream
 	dropMalformed              = kvindex.ReasonMalformed // a message not of 3 frames, or a sequence frame that is not 8 bytes
-	dropSocketFull      Reason = "socket_full"           // message the subscription's connection dropped, read while the pool had not taken its earlier ones (zmqx.Options.ReadAheadBytes), so that the engine's heartbeats stay answered; in bind mode counted under the bind address
 )

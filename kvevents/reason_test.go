@@ -22,7 +22,6 @@ func TestReasonLabelValuesUnchanged(t *testing.T) {
 		dropModelMismatch:               "model_mismatch",
 		dropSuperseded:                  "superseded",
 		dropMalformed:                   "malformed",
-		dropSocketFull:                  "socket_full",
 		kvindex.ReasonParentMissing:     "parent_missing",
 		kvindex.ReasonNonPrefixKind:     "non_prefix_kind",
 		kvindex.ReasonNonDense:          "non_dense",

@@ -61,8 +61,6 @@ func (b *binder) session(rank int, addr string, onBound func()) (op string, err 
 		// misconfigured peer, a port scan): nothing it sent is read.
 		p.m.ZMQErrors.WithLabelValues(p.cfg.BindAddress, "handshake").Inc()
 	}
-	// A message dropped before its topic was read names no endpoint.
-	zo.OnDrop = func() { p.m.drop(p.cfg.BindAddress, dropSocketFull, 1) }
 	l, err := zmqx.Listen(sctx, addr, zmq4.Sub, zo, p.log)
 	if err != nil {
 		return "bind", err

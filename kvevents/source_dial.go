@@ -220,9 +220,7 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 	p, st := sub.p, sub.st
 	sctx, cancel := context.WithCancel(sub.ctx)
 	defer cancel()
-	zo := p.zopts
-	zo.OnDrop = func() { p.m.drop(st.id, dropSocketFull, 1) } // a gap the stream repairs
-	s := zmqx.NewSub(sctx, zo, st.log)
+	s := zmqx.NewSub(sctx, p.zopts, st.log)
 	defer func() { _ = zmqx.CloseDrain(s) }()
 	if err := s.SetOption(zmq4.OptionSubscribe, p.cfg.TopicFilter); err != nil {
 		return sessionResult{op: "subscribe", err: err}

@@ -146,13 +146,11 @@ func TestPublisherBoundsMemoryWithStuckSubscriber(t *testing.T) {
 	// published since the writer blocked, and nothing was ever shed.
 	p := newTestPublisher(t, Config{Topic: "kv@a@m", SendQueue: 16, WriteTimeout: 3 * time.Second}, Options{Set: telemetry.Set{Registerer: reg}})
 	defer p.Close()
-	// A subscriber that completes the handshake, subscribes, and never
-	// reads. It is a raw peer: a zmqx SUB keeps reading (and dropping)
-	// whatever its owner does, so that it can answer PINGs.
-	stuck := dialRawSub(t, p, 1)
-	defer stuck.Close()
-	_, err := stuck.Write([]byte{0x04, 10, 9, 'S', 'U', 'B', 'S', 'C', 'R', 'I', 'B', 'E'})
-	require.NoError(t, err)
+	// A subscriber that completes the handshake, subscribes, and never reads.
+	stuck := zmqx.NewSub(context.Background(), zmqx.Options{}, nil)
+	require.NoError(t, stuck.SetOption(zmq4.OptionSubscribe, ""))
+	require.NoError(t, zmqx.Dial(stuck, p.Endpoint()))
+	defer zmqx.CloseDrain(stuck)
 	require.Eventually(t, func() bool { return p.Stats().Subscribers == 1 }, 5*time.Second, 2*time.Millisecond)
 	require.Eventually(t, func() bool { // subscription registered
 		_, _ = p.Publish([]byte("probe"))

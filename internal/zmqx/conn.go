@@ -78,9 +78,6 @@ func (l *Listener) handshake(ctx context.Context, nc net.Conn) (*Conn, error) {
 		_ = g.Close()
 		return nil, err
 	}
-	// The peer's PINGs are answered from now on, whether or not the
-	// owner reads.
-	g.startReadAhead()
 	if g.hb != nil {
 		// Both handshakes are done and every later write is a whole
 		// message, so PINGs can go out between any two writes.
@@ -158,13 +155,9 @@ type Message struct {
 	Command bool // a ZMTP command (SUBSCRIBE, CANCEL, ...): one frame, name-prefixed
 }
 
-// ReadMsg reads the next message. PING commands are answered with PONG as
-// they arrive, whether or not ReadMsg is being called, and PING/PONG are
-// not returned; other commands are returned with Command set. Messages
-// that arrive while the owner does not call ReadMsg wait, up to
-// Options.ReadAheadBytes of them; beyond that they are dropped and counted
-// (Options.OnDrop). Reads obey the idle deadline and frame limits of the
-// listener's Options.
+// ReadMsg reads the next message. PING commands are answered with PONG and
+// PING/PONG are not returned; other commands are returned with Command set.
+// Reads obey the idle deadline and frame limits of the listener's Options.
 // With Options.HeartbeatInterval the connection also sends its own PINGs,
 // and a peer that sends nothing at all (no PONG, no message) within
 // HeartbeatTimeout of one fails ReadMsg with a *GuardError wrapping
@@ -174,11 +167,24 @@ type Message struct {
 // connection between messages ends ReadMsg with io.EOF; one that closes it
 // inside a message, with io.ErrUnexpectedEOF.
 func (c *Conn) ReadMsg() (Message, error) {
-	m, err := c.readOne()
-	if err != nil {
-		return Message{}, err
+	for {
+		m, err := c.readOne()
+		if err != nil {
+			return Message{}, err
+		}
+		if m.Command && len(m.Frames) == 1 {
+			switch name, body := commandName(m.Frames[0]); name {
+			case zmq4.CmdPing:
+				if err := c.writePong(body); err != nil {
+					return Message{}, err
+				}
+				continue
+			case zmq4.CmdPong:
+				continue
+			}
+		}
+		return m, nil
 	}
-	return m, nil
 }
 
 // IsIdle reports whether err, returned by ReadMsg, is the read deadline of
@@ -242,6 +248,14 @@ func commandName(f []byte) (string, []byte) {
 	}
 	n := int(f[0])
 	return string(f[1 : 1+n]), f[1+n:]
+}
+
+// writePong answers a PING whose body (after the name) is ping, under the
+// commands' write deadline (see writeCommandLocked): without WriteTimeout, a
+// peer that pings and stops reading would block ReadMsg, and with it the
+// heartbeat, waiting for the write lock, forever.
+func (c *Conn) writePong(ping []byte) error {
+	return c.g.injectCommand(pongCommand(ping))
 }
 
 // WriteMsg writes one message of the given frames with a single writev,

