@@ -144,18 +144,20 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 		return ep, fmt.Errorf("kvevents: endpoint %s: engine %s has no replay socket, but replayAddress is %q",
 			ep.ID, ep.Engine, ep.ReplayAddress)
 	}
+	from := ""
 	if ep.EventsAddress == "" {
-		ep.EventsAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(cfg.EventsPort+ep.Rank))
+		ep.EventsAddress, from = derivedAddress(host, cfg.EventsPort, ep.Rank)
 	}
 	if _, err := zmqx.Endpoint(ep.EventsAddress); err != nil {
-		return ep, fmt.Errorf("kvevents: endpoint %s: events address: %w", ep.ID, err)
+		return ep, fmt.Errorf("kvevents: endpoint %s: events address%s: %w", ep.ID, from, err)
 	}
+	from = ""
 	if ep.ReplayAddress == "" && cfg.Replay && ep.Engine.replays() {
-		ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(cfg.ReplayPort+ep.Rank))
+		ep.ReplayAddress, from = derivedAddress(host, cfg.ReplayPort, ep.Rank)
 	}
 	if ep.ReplayAddress != "" {
 		if _, err := zmqx.Endpoint(ep.ReplayAddress); err != nil {
-			return ep, fmt.Errorf("kvevents: endpoint %s: replay address: %w", ep.ID, err)
+			return ep, fmt.Errorf("kvevents: endpoint %s: replay address%s: %w", ep.ID, from, err)
 		}
 	}
 	if ep.BlockSize < 0 || ep.BlockSize > maxEngineBlockSize {
@@ -175,4 +177,12 @@ func (ep Endpoint) sameStream(o Endpoint) bool {
 	return ep.ID == o.ID && ep.Model == o.Model && slices.Equal(ep.Models, o.Models) && ep.EventsAddress == o.EventsAddress &&
 		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine && ep.BlockSize == o.BlockSize &&
 		ep.SnapshotAddress == o.SnapshotAddress
+}
+
+// derivedAddress is the socket address an engine's data-parallel rank
+// listens on, port + rank on host, and the words an error about it adds
+// (" derived from port P + rank R"), so that an operator sees which rank
+// pushed a port out of range.
+func derivedAddress(host string, port, rank int) (addr, from string) {
+	return "tcp://" + net.JoinHostPort(host, strconv.Itoa(port+rank)), fmt.Sprintf(" derived from port %d + rank %d", port, rank)
 }

@@ -53,10 +53,15 @@ func TestPoolConfigValidationAndJSON(t *testing.T) {
 
 	// A rank that carries a port past 65535 is a configuration error, not
 	// an address every dial would fail on.
+	// The error names the port and the rank the address was derived from.
 	_, err = Endpoint{ID: "10.0.0.7:8000", Rank: 2}.resolve(&PoolConfig{EventsPort: 65534})
-	require.ErrorContains(t, err, "events address")
+	require.ErrorContains(t, err, "events address derived from port 65534 + rank 2")
 	_, err = Endpoint{ID: "10.0.0.7:8000", Rank: 1}.resolve(&PoolConfig{EventsPort: 5556, ReplayPort: 65535, Replay: true})
-	require.ErrorContains(t, err, "replay address")
+	require.ErrorContains(t, err, "replay address derived from port 65535 + rank 1")
+	_, err = Endpoint{ID: "10.0.0.7:8000", EventsAddress: "tcp://10.0.0.7:70000"}.resolve(&PoolConfig{EventsPort: 5556})
+	require.ErrorContains(t, err, "events address: ", "a given address derives from nothing")
+	_, err = Endpoint{ID: "10.0.0.7:8000", Rank: 3}.resolve(&PoolConfig{EventsPort: 5556, Snapshot: SnapshotConfig{Enabled: true, Port: 65533}})
+	require.ErrorContains(t, err, "snapshot address derived from port 65533 + rank 3")
 
 	// The ID becomes the pod_identifier label value: a host longer than a
 	// DNS name is refused, and the error carries only a cut of it.

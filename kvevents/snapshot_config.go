@@ -2,8 +2,6 @@ package kvevents
 
 import (
 	"fmt"
-	"net"
-	"strconv"
 
 	"github.com/kvroute/kvroute/internal/zmqx"
 
@@ -59,12 +57,13 @@ func (ep *Endpoint) resolveSnapshot(cfg *PoolConfig, host string) error {
 		return fmt.Errorf("kvevents: endpoint %s: engine %s has no vLLM snapshot socket, but snapshotAddress is %q",
 			ep.ID, ep.Engine, ep.SnapshotAddress)
 	}
+	from := ""
 	if ep.SnapshotAddress == "" && cfg.Snapshot.Enabled && ep.Engine.replays() {
-		ep.SnapshotAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(cfg.Snapshot.Port+ep.Rank))
+		ep.SnapshotAddress, from = derivedAddress(host, cfg.Snapshot.Port, ep.Rank)
 	}
 	if ep.SnapshotAddress != "" {
 		if _, err := zmqx.Endpoint(ep.SnapshotAddress); err != nil {
-			return fmt.Errorf("kvevents: endpoint %s: snapshot address: %w", ep.ID, err)
+			return fmt.Errorf("kvevents: endpoint %s: snapshot address%s: %w", ep.ID, from, err)
 		}
 	}
 	return nil
