@@ -297,8 +297,7 @@ func (st *stream) close(clear, replaced bool) {
 	st.lock()
 	replaced = replaced && !st.s.closed
 	if replaced {
-		st.p.m.drop(st.id, dropSuperseded, len(st.s.held))
-		st.supersedeResumeLocked()
+		st.supersedeLocked()
 	}
 	st.s.closed = true
 	st.closed.Store(true)

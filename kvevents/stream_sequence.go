@@ -14,8 +14,7 @@ import (
 func (st *stream) bumpGenLocked() {
 	s := &st.s
 	if !s.closed {
-		st.p.m.drop(st.id, dropSuperseded, len(s.held))
-		st.supersedeResumeLocked() // the new generation clears the endpoint
+		st.supersedeLocked()
 	}
 	s.gen++
 	st.gen.Store(s.gen)
@@ -27,6 +26,15 @@ func (st *stream) bumpGenLocked() {
 	s.snapshotting = false
 	s.held, s.heldBytes, s.heldMax = nil, 0, 0
 	st.inProgress.Set(0)
+}
+
+// supersedeLocked counts what a new generation (bumpGenLocked) or a new
+// stream replacing this one (close) throws away: the held live messages,
+// as superseded drops, and a recorded position whose check has not ended,
+// since the endpoint is cleared (supersedeResumeLocked).
+func (st *stream) supersedeLocked() {
+	st.p.m.drop(st.id, dropSuperseded, len(st.s.held))
+	st.supersedeResumeLocked()
 }
 
 // supersedeResumeLocked counts, once, as superseded a recorded position
