@@ -139,7 +139,7 @@ func newDispatchRig(b *testing.B, fair Fairness, queued int) *dispatchRig {
 
 func (r *dispatchRig) push() {
 	c := r.c
-	w := &waiter{eps: r.eps, idx: -1, cost: int64(100 + r.n%700), bytes: 400, done: make(chan error, 1)}
+	w := &waiter{eps: r.eps, idx: -1, cost: int64(100 + r.n%700), bytes: 400, done: make(chan error, 1), ctx: context.Background()}
 	c.mu.Lock()
 	c.seq++
 	w.seq, w.enqueued, w.deadline = c.seq, c.clock.Now(), c.clock.Now().Add(time.Hour)
