@@ -49,8 +49,8 @@ type objective struct {
 // concurrent use; Close ends it.
 //
 // Ownership: the Controller starts no goroutine of its own. mu guards
-// claims, busy, bytes, seq, timer, armed, gates and gatesPruneAt, the bands'
-// queues and the gates' state. The goroutines that take it: Admit's slow
+// claims, busy, wanted, union, scanned, bytes, seq, timer, armed, gates
+// and gatesPruneAt, the bands' queues and the gates' state. The goroutines that take it: Admit's slow
 // path and Hold, on their callers' goroutines (each then waits for its
 // outcome on its own channel, without mu), Notify, Close, and depths,
 // which the cluster replica's refresh goroutine and the fleet gauge's
@@ -87,7 +87,10 @@ type Controller struct {
 
 	mu      sync.Mutex
 	claims  map[string]claim
-	busy    []string // endpoints found busy in the current dispatch pass
+	busy    map[string]struct{} // endpoints found busy in the current dispatch pass
+	wanted  int                 // distinct endpoints the queue named at the pass's start
+	union   map[string]struct{} // wantedLocked's scratch
+	scanned uint64              // candidates dispatch passes looked at (the tests read it)
 	bytes   int64
 	seq     uint64
 	timer   telemetry.Timer // the re-check; armed while the queue is not empty
@@ -115,6 +118,8 @@ func New(cfg Config, opts Options) (*Controller, error) {
 		objectives: make(map[string]objective, len(cfg.Objectives)),
 		met:        newMetrics(),
 		claims:     make(map[string]claim),
+		busy:       make(map[string]struct{}),
+		union:      make(map[string]struct{}),
 		signals:    opts.Signals,
 		gateMet:    newGateMetric(),
 		gates:      make(map[string]*gateEndpoint),

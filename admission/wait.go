@@ -2,7 +2,6 @@ package admission
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -229,10 +228,14 @@ func (c *Controller) leavesAtOnceLocked(w *waiter, b *band, key string, now time
 // dispatchLocked releases queued requests while some has a free candidate:
 // the highest band first; within a band, flows in turn. Endpoints found
 // busy are remembered for the pass, so that a pass over many flows waiting
-// for the same endpoints checks each endpoint once.
+// for the same endpoints checks each endpoint once, and once every endpoint
+// the queue names is busy the pass looks at no further candidate: with as
+// many flows as requests (fairness IDs come from clients) a pass costs
+// then one step per flow, not one per flow and candidate.
 func (c *Controller) dispatchLocked() {
 	now := c.clock.Now()
-	c.busy = c.busy[:0]
+	clear(c.busy)
+	c.wanted = c.wantedLocked()
 	free := func(w *waiter) int { return c.freeInPassLocked(w, now) }
 	drr := c.cfg.Fairness == DeficitRoundRobin
 	for {
@@ -250,22 +253,49 @@ func (c *Controller) dispatchLocked() {
 		id := w.eps[ep].ID
 		c.claimLocked(id, now, w)
 		w.claimed = id
-		c.busy = append(c.busy, id)
+		c.busy[id] = struct{}{}
 		c.finishLocked(w, oDispatched, lDispatched, nil)
 	}
 }
 
+// wantedLocked returns how many distinct endpoints the queued requests
+// name among their candidates. Every endpoint a pass finds busy is one of
+// them, so once as many are busy no queued request has a free candidate.
+func (c *Controller) wantedLocked() int {
+	n, bands := 0, 0
+	for _, b := range c.bands {
+		if len(b.wants) > 0 {
+			n, bands = len(b.wants), bands+1
+		}
+	}
+	if bands <= 1 {
+		return n
+	}
+	clear(c.union)
+	for _, b := range c.bands {
+		for id := range b.wants {
+			c.union[id] = struct{}{}
+		}
+	}
+	return len(c.union)
+}
+
 // freeInPassLocked is freeLocked for one dispatch pass, skipping and
-// recording the endpoints found busy (c.busy).
+// recording the endpoints found busy (c.busy), and finding none free at
+// once when every endpoint the queue names is busy (c.wanted).
 func (c *Controller) freeInPassLocked(w *waiter, now time.Time) int {
 	for i, ep := range w.eps {
-		if slices.Contains(c.busy, ep.ID) {
+		if len(c.busy) >= c.wanted {
+			return -1
+		}
+		c.scanned++
+		if _, busy := c.busy[ep.ID]; busy {
 			continue
 		}
 		if !c.claimedLocked(ep.ID, now) && !c.saturated(ep) {
 			return i
 		}
-		c.busy = append(c.busy, ep.ID)
+		c.busy[ep.ID] = struct{}{}
 	}
 	return -1
 }
