@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -174,7 +175,8 @@ func (c *Controller) Hold(ctx context.Context, ep kvroute.Endpoint) error {
 		c.dropIdleLocked(ep.ID, g)
 		c.mu.Unlock()
 		c.gateCount(o.band, gShed)
-		return ErrShed
+		return fmt.Errorf("%w: the picked endpoint's engine has no headroom and its dispatch gate already holds headroom.maxHeld %d requests",
+			ErrShed, c.cfg.Headroom.MaxHeld)
 	}
 	start := now // the queue timeout counts from the arrival to Admit (Track)
 	if !arrived.IsZero() && arrived.Before(now) {

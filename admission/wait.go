@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/kvroute/kvroute"
@@ -165,18 +166,21 @@ func (c *Controller) finishLocked(w *waiter, outcome, llmd int, err error) {
 // requests of the lowest sheddable bands (at most b's priority) are pushed
 // out (ErrShed) until w fits; when pushing out all of them would not make
 // room, none is, and w itself is refused (ErrShed if sheddable, else
-// ErrQueueFull).
+// ErrQueueFull). Each refusal names the bound that refused it.
 func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
-	refuse := func() error {
+	refuse := func(format string, args ...any) error {
+		err := ErrQueueFull
 		if b.priority < 0 {
 			b.m.count[oShed].Inc()
-			return ErrShed
+			err = ErrShed
+		} else {
+			b.m.count[oQueueFull].Inc()
 		}
-		b.m.count[oQueueFull].Inc()
-		return ErrQueueFull
+		return fmt.Errorf("%w: "+format, append([]any{err}, args...)...)
 	}
 	if w.bytes > c.cfg.MaxQueuedBytes {
-		return refuse()
+		return refuse("the request's estimated %d bytes exceed maxQueuedBytes %d, so it cannot wait however empty the queue is",
+			w.bytes, c.cfg.MaxQueuedBytes)
 	}
 	fits := func(n, bytes int64) bool { return c.fitsLocked(n, bytes, w) }
 	if fits(c.queued.Load(), c.bytes) {
@@ -188,9 +192,12 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 			n, bytes = n-int64(x.n), bytes-x.bytes
 		}
 	}
-	if !fits(n, bytes) {
-		return refuse() // shedding would not let w in: shed nothing
+	if !fits(n, bytes) { // shedding would not let w in: shed nothing
+		return refuse("%d requests of %d estimated bytes wait (maxQueuedRequests %d, maxQueuedBytes %d), and pushing out the sheddable ones would not make room for its %d bytes",
+			c.queued.Load(), c.bytes, c.cfg.MaxQueuedRequests, c.cfg.MaxQueuedBytes, w.bytes)
 	}
+	pushed := fmt.Errorf("%w: pushed out of the full queue (maxQueuedRequests %d, maxQueuedBytes %d) for a request of priority %d",
+		ErrShed, c.cfg.MaxQueuedRequests, c.cfg.MaxQueuedBytes, b.priority)
 	for !fits(c.queued.Load(), c.bytes) {
 		var victim *waiter
 		for i := len(c.bands) - 1; i >= 0 && c.bands[i].priority < 0 && c.bands[i].priority <= b.priority; i-- {
@@ -198,10 +205,10 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 				break
 			}
 		}
-		if victim == nil {
-			return refuse()
+		if victim == nil { // not reached: the victims' count was checked above
+			return refuse("the queue has no sheddable request left to push out")
 		}
-		c.finishLocked(victim, oShed, lOther, ErrShed)
+		c.finishLocked(victim, oShed, lOther, pushed)
 	}
 	return nil
 }
