@@ -49,15 +49,15 @@ type objective struct {
 // concurrent use; Close ends it.
 //
 // Ownership: the Controller starts no goroutine of its own. mu guards
-// claims, busy, wanted, union, scanned, bytes, seq, timer, armed, gates
-// and gatesPruneAt, the bands' queues and the gates' state. The goroutines that take it: Admit's slow
-// path and Hold, on their callers' goroutines (each then waits for its
-// outcome on its own channel, without mu), Notify, Close, and depths,
-// which the cluster replica's refresh goroutine and the fleet gauge's
-// Collect call. The re-check (recheck) runs on the clock's AfterFunc timer
-// goroutine under mu: it is armed when a request is queued or held at the
-// gate, and re-arms itself while requests wait, claims are held or
-// requests are held; pending counts it while armed or running, so that
+// claims, busy, wanted, union, scanned, aged, bytes, seq, timer, armed,
+// gates and gatesPruneAt, the bands' queues and the gates' state. The
+// goroutines that take it: Admit's slow path and Hold, on their callers'
+// goroutines (each then waits for its outcome on its own channel, without
+// mu), Notify, Close, and depths, which the cluster replica's refresh
+// goroutine and the fleet gauge's Collect call. The re-check (recheck)
+// runs on the clock's AfterFunc timer goroutine under mu: it is armed when
+// a request is queued or held at the gate, and re-arms itself while
+// requests wait, claims are held or requests are held; pending counts it while armed or running, so that
 // Close, having stopped it or let it run, waits for it. Each claim owns a
 // watch of its request's context (context.AfterFunc, registered under mu
 // when the claim is taken): when the context ends, the watch runs on a
@@ -91,6 +91,7 @@ type Controller struct {
 	wanted  int                 // distinct endpoints the queue named at the pass's start
 	union   map[string]struct{} // wantedLocked's scratch
 	scanned uint64              // candidates dispatch passes looked at (the tests read it)
+	aged    uint64              // queued requests makeRoomLocked looked at (the tests read it)
 	bytes   int64
 	seq     uint64
 	timer   telemetry.Timer // the re-check; armed while the queue is not empty

@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"math"
@@ -250,6 +251,16 @@ func (b *band) next(free func(*waiter) int, drr bool, quantum int64) (*waiter, i
 		}
 		b.cursor = (b.cursor + 1) % n
 	}
+}
+
+// byAge returns the band's requests, the longest-queued first.
+func (b *band) byAge() []*waiter {
+	all := make([]*waiter, 0, b.n)
+	for _, f := range b.ring {
+		all = append(all, f.items.w...)
+	}
+	slices.SortFunc(all, func(x, y *waiter) int { return cmp.Compare(x.seq, y.seq) })
+	return all
 }
 
 // oldest returns the band's longest-queued request, or nil.

@@ -198,17 +198,33 @@ func (c *Controller) makeRoomLocked(w *waiter, b *band) error {
 	}
 	pushed := fmt.Errorf("%w: pushed out of the full queue (maxQueuedRequests %d, maxQueuedBytes %d) for a request of priority %d",
 		ErrShed, c.cfg.MaxQueuedRequests, c.cfg.MaxQueuedBytes, b.priority)
-	for !fits(c.queued.Load(), c.bytes) {
-		var victim *waiter
-		for i := len(c.bands) - 1; i >= 0 && c.bands[i].priority < 0 && c.bands[i].priority <= b.priority; i-- {
-			if victim = c.bands[i].oldest(); victim != nil {
+	for i := len(c.bands) - 1; i >= 0; i-- {
+		x := c.bands[i] // the lowest band first
+		if x.priority >= 0 || x.priority > b.priority || fits(c.queued.Load(), c.bytes) {
+			break
+		}
+		if x.n == 0 {
+			continue
+		}
+		c.aged += uint64(x.n)
+		c.finishLocked(x.oldest(), oShed, lOther, pushed)
+		if x.n == 0 || fits(c.queued.Load(), c.bytes) {
+			continue
+		}
+		// More of x must go: sort its requests by age once rather than
+		// scan the band again for each (a large request may push out
+		// thousands of small ones).
+		aged := x.byAge()
+		c.aged += uint64(len(aged))
+		for _, v := range aged {
+			if fits(c.queued.Load(), c.bytes) {
 				break
 			}
+			c.finishLocked(v, oShed, lOther, pushed)
 		}
-		if victim == nil { // not reached: the victims' count was checked above
-			return refuse("the queue has no sheddable request left to push out")
-		}
-		c.finishLocked(victim, oShed, lOther, pushed)
+	}
+	if !fits(c.queued.Load(), c.bytes) { // not reached: the victims were counted above
+		return refuse("the queue has no sheddable request left to push out")
 	}
 	return nil
 }
