@@ -124,7 +124,9 @@
 // (its pick committed, its first chunk came, it is done; the gateway does
 // so for every request); and, as the fallback for hosts that do not, a
 // re-check on the injected clock every Config.Recheck while requests wait.
-// Notify costs an atomic load when nothing waits.
+// Notify costs an atomic load when nothing waits. A request that leaves the
+// queue unserved (expired or cancelled) serves it too: the next request of
+// its flow, or a lower band's request held at a gate for it, may go now.
 //
 // # Metrics
 //

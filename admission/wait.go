@@ -138,7 +138,9 @@ func (c *Controller) unclaimBy(ep string, seq uint64) {
 }
 
 // leave takes a waiter whose caller gave up out of the queue and counts it;
-// false when it had already left (its outcome is in w.done).
+// false when it had already left (its outcome is in w.done). It serves the
+// queue and the gates: what w kept back (the next request of its flow, a
+// lower band's request held at a gate for it) may go now.
 func (c *Controller) leave(w *waiter, outcome, llmd int) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -147,6 +149,7 @@ func (c *Controller) leave(w *waiter, outcome, llmd int) bool {
 	}
 	c.finishLocked(w, outcome, llmd, nil)
 	<-w.done // finishLocked's send, not wanted: the caller returns its own error
+	c.dispatchLocked()
 	return true
 }
 
