@@ -15,6 +15,7 @@ import (
 // The series of an endpoint that drops none any more, or left, is
 // deleted, so that the series stay bounded by the endpoints.
 type labelDrops struct {
+	registered
 	gauge *prometheus.GaugeVec
 
 	mu    sync.Mutex
@@ -22,14 +23,23 @@ type labelDrops struct {
 }
 
 func newLabelDrops(reg prometheus.Registerer) (*labelDrops, error) {
+	d := &labelDrops{shown: map[string]bool{}}
 	g, err := register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "kvroute_models_label_names_dropped",
 		Help: "Model names an endpoint's models label lists that were not kept, as of the last annotation of the endpoints: invalid, overlong, repeated (listed again in the same label), or beyond the per-endpoint bound.",
-	}, []string{"endpoint"}))
+	}, []string{"endpoint"}), &d.registered)
 	if err != nil {
 		return nil, err
 	}
-	return &labelDrops{gauge: g, shown: map[string]bool{}}, nil
+	d.gauge = g
+	return d, nil
+}
+
+// close deletes the series set shows and unregisters the gauge when it
+// registered it.
+func (d *labelDrops) close() {
+	d.set(nil)
+	d.unregister()
 }
 
 // set makes drops (endpoint ID to the names its label dropped, each

@@ -2,12 +2,14 @@ package models
 
 import (
 	"errors"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
 
 // rewriteMetrics are the Table's counters.
 type rewriteMetrics struct {
+	registered
 	rewrites *prometheus.CounterVec // kvroute_models_rewrites_total{model,target}
 }
 
@@ -17,7 +19,7 @@ func newRewriteMetrics(reg prometheus.Registerer) (*rewriteMetrics, error) {
 		Help: "Requests whose model was rewritten by the model-rewrite table and that were routed as the target, by the model sent and the target drawn (configured names only); a request refused after the draw (a target no endpoint serves, a pick or an admission that refuses it) is not.",
 	}, []string{"model", "target"})}
 	var err error
-	m.rewrites, err = register(reg, m.rewrites)
+	m.rewrites, err = register(reg, m.rewrites, &m.registered)
 	return m, err
 }
 
@@ -32,6 +34,7 @@ const (
 // pollMetrics are the Poller's metrics; the endpoint label takes IDs the
 // Poller was given, never names from the wire.
 type pollMetrics struct {
+	registered
 	polls    *prometheus.CounterVec // kvroute_models_polls_total{endpoint}
 	failures *prometheus.CounterVec // kvroute_models_poll_failures_total{endpoint,reason}
 	dropped  *prometheus.CounterVec // kvroute_models_names_dropped_total{endpoint}
@@ -68,22 +71,28 @@ func newPollMetrics(reg prometheus.Registerer) (*pollMetrics, error) {
 		}, []string{"endpoint"}),
 	}
 	var err error
-	if m.polls, err = register(reg, m.polls); err != nil {
+	if m.polls, err = register(reg, m.polls, &m.registered); err != nil {
+		m.unregister()
 		return nil, err
 	}
-	if m.failures, err = register(reg, m.failures); err != nil {
+	if m.failures, err = register(reg, m.failures, &m.registered); err != nil {
+		m.unregister()
 		return nil, err
 	}
-	if m.dropped, err = register(reg, m.dropped); err != nil {
+	if m.dropped, err = register(reg, m.dropped, &m.registered); err != nil {
+		m.unregister()
 		return nil, err
 	}
-	if m.fields, err = register(reg, m.fields); err != nil {
+	if m.fields, err = register(reg, m.fields, &m.registered); err != nil {
+		m.unregister()
 		return nil, err
 	}
-	if m.served, err = register(reg, m.served); err != nil {
+	if m.served, err = register(reg, m.served, &m.registered); err != nil {
+		m.unregister()
 		return nil, err
 	}
-	if m.aliases, err = register(reg, m.aliases); err != nil {
+	if m.aliases, err = register(reg, m.aliases, &m.registered); err != nil {
+		m.unregister()
 		return nil, err
 	}
 	return m, nil
@@ -101,8 +110,9 @@ func (m *pollMetrics) forget(id string) {
 }
 
 // register registers c on reg (nil: not at all), reusing an identical
-// collector already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+// collector already registered; one it registered itself joins owned, for
+// its component's Close to unregister.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C, owned *registered) (C, error) {
 	if reg == nil {
 		return c, nil
 	}
@@ -115,5 +125,30 @@ func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 		}
 		return c, err
 	}
+	owned.mu.Lock()
+	owned.reg = reg
+	owned.cs = append(owned.cs, c)
+	owned.mu.Unlock()
 	return c, nil
+}
+
+// registered are the collectors a component registered itself (not those
+// it reused from the registry), which its Close unregisters, so that none
+// of its series outlives it and the component can be built again on the
+// same registry.
+type registered struct {
+	mu  sync.Mutex
+	reg prometheus.Registerer
+	cs  []prometheus.Collector
+}
+
+// unregister unregisters the collectors registered; a second call does
+// nothing.
+func (r *registered) unregister() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.cs {
+		r.reg.Unregister(c)
+	}
+	r.cs = nil
 }

@@ -185,13 +185,21 @@ func (p *Poller) cardsOf(ids []string, names []string) map[string][]Card {
 	return out
 }
 
-// Close stops the poller and waits for its goroutine. It is idempotent.
+// Close stops the poller, waits for its goroutine, deletes its endpoints'
+// series and unregisters the metrics NewPoller registered. It is
+// idempotent.
 func (p *Poller) Close() {
 	p.cancel()
 	<-p.done
 	if p.owned != nil {
 		p.owned.CloseIdleConnections()
 	}
+	p.mu.Lock()
+	for id := range p.urls {
+		p.met.forget(id)
+	}
+	p.mu.Unlock()
+	p.met.unregister()
 }
 
 func (p *Poller) run() {

@@ -74,6 +74,13 @@ func (e *engine) endpoint() kvroute.Endpoint {
 	return kvroute.Endpoint{ID: strings.TrimPrefix(e.srv.URL, "http://")}
 }
 
+// stopPolling ends p's goroutine and keeps its metrics registered: the
+// test then polls alone (PollOnce), and p.Close still unregisters them.
+func stopPolling(p *Poller) {
+	p.cancel()
+	<-p.done
+}
+
 // newTestPoller is a poller on a manual clock with an hour's interval: only
 // the kick of a new endpoint and the test's PollOnce poll.
 func newTestPoller(t *testing.T, reg prometheus.Registerer, onChange func()) *Poller {
@@ -237,7 +244,8 @@ func TestPollerLeavesNoSeriesOfEndpointRemovedMidPoll(t *testing.T) {
 	defer e.srv.Close()
 	e.answer(http.StatusInternalServerError, "")
 	p := newTestPoller(t, reg, nil)
-	p.Close() // the test polls alone
+	defer p.Close()
+	stopPolling(p) // the test polls alone
 	var served atomic.Bool
 	inner := e.srv.Config.Handler
 	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -274,7 +282,8 @@ func TestPollAnswerKeepingNoNameKeepsThePreviousModels(t *testing.T) {
 	given := newEngine(t, "tenant,a")
 	defer given.srv.Close()
 	p := newTestPoller(t, reg, nil)
-	p.Close() // the test polls alone
+	defer p.Close()
+	stopPolling(p) // the test polls alone
 	eps := []kvroute.Endpoint{e.endpoint(), given.endpoint()}
 	eps[1].Models = []string{"given"}
 	p.SetEndpoints(eps)

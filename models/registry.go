@@ -12,7 +12,8 @@ import (
 // endpoint's served models (configuration, an endpoint label, the engines'
 // /v1/models) and the rewrite table. Annotate fills Endpoint.Models, which
 // the Router reads to choose each request's candidates; Resolve applies the
-// rewrite table. It is safe for concurrent use; Close stops its poller.
+// rewrite table. It is safe for concurrent use; Close stops its poller and
+// unregisters its metrics.
 type Registry struct {
 	cfg    Config
 	table  *Table
@@ -40,11 +41,13 @@ func New(cfg Config, opts Options) (*Registry, error) {
 	}
 	drops, err := newLabelDrops(opts.Registerer)
 	if err != nil {
+		t.met.unregister()
 		return nil, err
 	}
 	r := &Registry{cfg: cfg, table: t, drops: drops}
 	if cfg.Poll.Enabled {
 		if r.poller, err = newPoller(cfg.Poll, opts, t); err != nil {
+			r.Close()
 			return nil, err
 		}
 	}
@@ -248,11 +251,15 @@ func (r *Registry) routedParent(eps []kvroute.Endpoint, base, model string) stri
 	return parent
 }
 
-// Close stops the poller.
+// Close stops the poller and unregisters the metrics New registered (the
+// rewrite counters, the label drops gauge, the poller's); a second call
+// does nothing more.
 func (r *Registry) Close() {
 	if r.poller != nil {
 		r.poller.Close()
 	}
+	r.drops.close()
+	r.table.met.unregister()
 }
 
 // ParseList parses a comma-separated list of model names (a label or

@@ -20,6 +20,7 @@ import (
 type Table struct {
 	rules  map[string]*rule
 	random func() float64
+	met    *rewriteMetrics // unregistered by the Registry's Close
 }
 
 // rule is one Rule, its cumulative weights precomputed.
@@ -39,7 +40,7 @@ func NewTable(rules []Rule, opts Options) (*Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Table{rules: make(map[string]*rule, len(rules)), random: opts.Random}
+	t := &Table{rules: make(map[string]*rule, len(rules)), random: opts.Random, met: m}
 	if t.random == nil {
 		t.random = rand.Float64
 	}
