@@ -35,11 +35,12 @@ type modelCheck struct {
 
 	mu     sync.Mutex
 	known  map[string]Endpoint
+	seen   map[string]string // known endpoint → its topic's model (cut to maxTopicModelBytes), as last observed
 	topics map[string]string // endpoint → its topic's model, when it differs
 }
 
 func newModelCheck(model string, reg prometheus.Registerer, log *slog.Logger) (*modelCheck, error) {
-	m := &modelCheck{model: model, log: log, known: map[string]Endpoint{}, topics: map[string]string{},
+	m := &modelCheck{model: model, log: log, known: map[string]Endpoint{}, seen: map[string]string{}, topics: map[string]string{},
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvroute_router_endpoint_model_mismatch",
 			Help: "1 when the endpoint's KV-event topic names another model than the router's configured model (a served-model alias or the wrong model), 0 when it names the same one.",
@@ -63,13 +64,21 @@ func (m *modelCheck) observe(endpoint, topicModel string) {
 	if !ok {
 		return // bind mode: a topic naming an endpoint the router was not given
 	}
-	if ep.serves(topicModel, m.model) {
+	served := ep.serves(topicModel, m.model)
+	if len(topicModel) > maxTopicModelBytes {
+		topicModel = topicModel[:maxTopicModelBytes]
+	}
+	m.seen[endpoint] = topicModel
+	m.checkLocked(endpoint, topicModel, served)
+}
+
+// checkLocked sets endpoint's state for its topic's model: the gauge, the
+// mismatch, and a warning when it begins or names another model.
+func (m *modelCheck) checkLocked(endpoint, topicModel string, served bool) {
+	if served {
 		delete(m.topics, endpoint)
 		m.gauge.WithLabelValues(endpoint).Set(0)
 		return
-	}
-	if len(topicModel) > maxTopicModelBytes {
-		topicModel = topicModel[:maxTopicModelBytes]
 	}
 	if old, ok := m.topics[endpoint]; ok && old == topicModel {
 		return
@@ -80,16 +89,27 @@ func (m *modelCheck) observe(endpoint, topicModel string) {
 		"endpoint", endpoint, "topicModel", topicModel, "routerModel", m.model)
 }
 
-// setKnown replaces the endpoints whose topics are checked.
+// setKnown replaces the endpoints whose topics are checked, and checks the
+// topic last observed of each that stays against its models now: an
+// endpoint whose Models came to list its topic's model (or stopped
+// listing it) changes state at once, not at its engine's next topic,
+// which an idle engine may not send for long. A topic model cut to
+// maxTopicModelBytes is compared as cut.
 func (m *modelCheck) setKnown(eps map[string]Endpoint) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	m.known = eps
-	m.mu.Unlock()
+	for id, model := range m.seen {
+		if ep, ok := eps[id]; ok {
+			m.checkLocked(id, model, ep.serves(model, m.model))
+		}
+	}
 }
 
 // remove forgets an endpoint that left the pool and its series.
 func (m *modelCheck) remove(id string) {
 	m.mu.Lock()
+	delete(m.seen, id)
 	delete(m.topics, id)
 	m.gauge.DeleteLabelValues(id)
 	m.mu.Unlock()

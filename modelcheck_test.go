@@ -105,3 +105,29 @@ func TestModelCheckIgnoresUnknownEndpointsAndEmptyTopics(t *testing.T) {
 	require.Len(t, mfs, 1)
 	require.Len(t, mfs[0].GetMetric(), 1, "no series for the stranger")
 }
+
+// An endpoint's mismatch follows the models SetEndpoints gives it, at
+// once, not only at the engine's next topic: an endpoint whose Models come
+// to list its topic's model (the models poller answered after the events
+// began) no longer mismatches, and one whose Models stop listing it does.
+func TestModelCheckFollowsTheEndpointsModels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := newModelCheck("m", reg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	gauge := func(id string) float64 {
+		v, ok := gathered(t, reg, "kvroute_router_endpoint_model_mismatch", id)
+		require.True(t, ok)
+		return v
+	}
+	m.setKnown(map[string]Endpoint{"a": {ID: "a"}, "b": {ID: "b", Models: []string{"m", "qwen"}}})
+	m.observe("a", "qwen")
+	m.observe("b", "qwen")
+	require.Equal(t, []modelMismatch{{Endpoint: "a", TopicModel: "qwen"}}, m.mismatches())
+	require.Equal(t, 1.0, gauge("a"))
+	require.Zero(t, gauge("b"))
+
+	m.setKnown(map[string]Endpoint{"a": {ID: "a", Models: []string{"m", "qwen"}}, "b": {ID: "b"}})
+	require.Equal(t, []modelMismatch{{Endpoint: "b", TopicModel: "qwen"}}, m.mismatches())
+	require.Zero(t, gauge("a"), "a now serves its topic's model")
+	require.Equal(t, 1.0, gauge("b"), "b no longer serves its topic's model")
+}
