@@ -127,7 +127,8 @@
 //     with a content-length).
 //   - makes at most one decision per stream. A request-phase message after
 //     the request's end of stream (another body, even an empty one; the
-//     headers again; trailers twice) is a protocol error: the stream ends
+//     headers again; trailers twice), or a body or trailers before the
+//     request headers, is a protocol error: the stream ends
 //     with one gRPC status InvalidArgument naming it, the stream's decision
 //     is released, and kvroute_extproc_protocol_errors_total{message} counts
 //     it (message is request_headers, request_body or request_trailers).

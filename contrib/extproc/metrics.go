@@ -29,7 +29,8 @@ var results = []string{resultRouted, resultPassthrough, resultNoEndpoint, result
 // Request-phase messages that break the stream's order, the values of the
 // message label of kvroute_extproc_protocol_errors_total: the request
 // headers a second time, a request body after the request's end of stream,
-// request trailers after the request's end of stream had come with them.
+// request trailers after the request's end of stream had come with them; or
+// a request body or trailers before the request headers.
 const (
 	protoRequestHeaders  = "request_headers"
 	protoRequestBody     = "request_body"
@@ -65,7 +66,7 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	}, []string{"result"})
 	protoVec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_extproc_protocol_errors_total",
-		Help: "ext_proc streams ended with gRPC status InvalidArgument because a request-phase message came after the request's end of stream (or the request headers came twice), by that message: request_headers, request_body, request_trailers.",
+		Help: "ext_proc streams ended with gRPC status InvalidArgument because a request-phase message came after the request's end of stream (or the request headers came twice, or a body or trailers came before them), by that message: request_headers, request_body, request_trailers.",
 	}, []string{"message"})
 	m := &metrics{
 		requests:       map[string]prometheus.Counter{},

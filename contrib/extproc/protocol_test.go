@@ -363,3 +363,44 @@ func TestProcessRequestBodyModeOtherThanFullDuplexIsRefusedAtOnce(t *testing.T) 
 	h.idle()
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "passthrough"}))
 }
+
+// A request body or trailers before the request headers break the stream's
+// order as much as a body after the request's end of stream: the stream
+// ends with one InvalidArgument status naming it, counted by message kind,
+// and nothing is picked (the headers that might follow would otherwise
+// meet a pick already made, without the request's path or headers).
+func TestProcessRequestMessagesBeforeTheHeadersAreAProtocolError(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{})
+	defer h.close()
+	trailers := &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{
+		RequestTrailers: &extprocv3.HttpTrailers{}}}
+	cases := []struct {
+		name string
+		msgs []*extprocv3.ProcessingRequest
+		kind string
+	}{
+		{"body ending the request", []*extprocv3.ProcessingRequest{bodyChunk(completionsBody(prompt(1, 30, "early"), false), true)}, protoRequestBody},
+		{"body chunk", []*extprocv3.ProcessingRequest{bodyChunk(`{"model":`, false)}, protoRequestBody},
+		{"trailers", []*extprocv3.ProcessingRequest{trailers}, protoRequestTrailers},
+	}
+	want := map[string]float64{}
+	for _, c := range cases {
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		for _, m := range c.msgs {
+			_ = st.Send(m) // the picker may have ended the stream already
+		}
+		_ = st.Send(envoyHeaders("/v1/completions", true, nil))
+		answers, s := drain(t, st)
+		require.Empty(t, answers, "%s: nothing answered", c.name)
+		require.Equal(t, codes.InvalidArgument, s.Code(), "%s: %v", c.name, s)
+		require.Contains(t, s.Message(), "before the request headers", c.name)
+		want[c.kind]++
+		require.Equal(t, want[c.kind], h.counter("kvroute_extproc_protocol_errors_total", map[string]string{"message": c.kind}), c.name)
+	}
+	for _, r := range results {
+		require.Zero(t, h.counter("kvroute_extproc_requests_total", map[string]string{"result": r}), "%s: nothing picked", r)
+	}
+	h.idle()
+}

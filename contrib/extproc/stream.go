@@ -180,6 +180,9 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 			return st.refuseBodyMode()
 		}
 	case *extprocv3.ProcessingRequest_RequestBody:
+		if !st.headers {
+			return st.protocolError(protoRequestBody, "a request body came before the request headers")
+		}
 		if st.ended {
 			return st.protocolError(protoRequestBody, "a request body came after the request's end of stream")
 		}
@@ -205,7 +208,10 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 	case *extprocv3.ProcessingRequest_RequestTrailers:
 		// Trailers end a request whose body did not (the pick is made here);
 		// after a body that ended the request they are only acknowledged.
-		// Either way they come once.
+		// Either way they come once, after the headers.
+		if !st.headers {
+			return st.protocolError(protoRequestTrailers, "request trailers came before the request headers")
+		}
 		if st.trailers {
 			return st.protocolError(protoRequestTrailers, "request trailers came after the request's end of stream")
 		}
