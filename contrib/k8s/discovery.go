@@ -52,10 +52,10 @@ type Options struct {
 // to a Sink. Start it once; Close stops its informers and its loop.
 //
 // Ownership: everything above mu is set by New and not written after,
-// but poolNotServed and syncErr, atomics. The informers' goroutines (started by
+// but poolNotServed, poolListErr and syncErr, atomics. The informers' goroutines (started by
 // Start, stopped by Close through stop) only poke kick, a one-slot channel
 // whose pokes coalesce, set syncErr from their watch error handlers, and
-// the pool informer's sets poolNotServed. Start runs a
+// the pool informer's sets poolNotServed and poolListErr. Start runs a
 // goroutine that closes its ctxStop once ctx ends or stop is closed, so
 // that the cache sync can be abandoned; it starts the loop goroutine after
 // the first recompute, and the loop ends when stop is closed, closing
@@ -97,6 +97,12 @@ type Discovery struct {
 	// (its CRD is not installed). Written by the informer's goroutine
 	// (poolClient), read by Start and recompute.
 	poolNotServed atomic.Bool
+	// poolListErr is the error (its text, cut to 256 bytes) of the pool
+	// informer's last list or watch when it failed otherwise than
+	// NotFound (an API server that does not answer, a refusal), which
+	// says nothing of whether the resource is served; nil after an
+	// answer. Written and read as poolNotServed is.
+	poolListErr atomic.Pointer[string]
 	// syncErr is the last error an informer's list or watch reported
 	// (its text, cut to 256 bytes): why the caches have not synced, when
 	// they have not. Written by the informers' goroutines (their watch

@@ -64,7 +64,10 @@
 // <group/version> not installed", in place of client-go's error at each
 // retry: Start does not wait for that informer's cache, and the informer
 // keeps retrying with its backoff, so that the pool is followed once the
-// CRD is installed.
+// CRD is installed. A retry that fails otherwise (an API server that does
+// not answer, a refusal) says nothing of the CRD: until one is answered,
+// the reason is that failure ("InferencePool CRD <group/version>:
+// InferencePools cannot be listed: ..."), not the CRD installed.
 //
 // Every other list or watch error (a ServiceAccount without list or watch
 // on the pods or the pool, an API server that does not answer) keeps Start

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/kvroute/kvroute/internal/recent"
 )
 
 // poolClient is the dynamic client the pool's informer lists and watches
@@ -62,11 +64,22 @@ func (r poolNamespaced) Watch(ctx context.Context, opts metav1.ListOptions) (wat
 }
 
 // poolServed records what a list or watch of the pool's resource was
-// answered: whether the resource is not served. A change pokes a
-// recomputation.
+// answered: NotFound, the resource is not served; no error, it is; any
+// other error (an API server that does not answer, a refusal) says
+// neither, and is kept as the reason the pools are not listed. A change
+// pokes a recomputation.
 func (d *Discovery) poolServed(err error) {
 	notServed := apierrors.IsNotFound(err)
-	if d.poolNotServed.Swap(notServed) != notServed {
+	var failed *string
+	if err != nil && !notServed {
+		s, _ := recent.Clip(err.Error()) // an API server's answer, shown on the readiness endpoint
+		failed = &s
+	}
+	changed := d.poolNotServed.Swap(notServed) != notServed
+	if old := d.poolListErr.Swap(failed); (old == nil) != (failed == nil) || (old != nil && *old != *failed) {
+		changed = true
+	}
+	if changed {
 		d.poke()
 	}
 }

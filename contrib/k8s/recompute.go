@@ -150,9 +150,13 @@ func (d *Discovery) target() (labels.Selector, []int32, error) {
 		if d.poolNotServed.Load() {
 			return nil, nil, fmt.Errorf("k8s: InferencePool CRD %s not installed", d.gvr.GroupVersion())
 		}
-		// It serves it now, and the informer is listing: look again after
-		// the debounce until it has.
+		// It serves it now, and the informer is listing, or its list
+		// failed otherwise than NotFound, which says neither: look again
+		// after the debounce until it has listed.
 		d.poke()
+		if e := d.poolListErr.Load(); e != nil {
+			return nil, nil, fmt.Errorf("k8s: InferencePool CRD %s: InferencePools cannot be listed: %s", d.gvr.GroupVersion(), *e)
+		}
 		return nil, nil, fmt.Errorf("k8s: InferencePool CRD %s installed; InferencePools not listed yet", d.gvr.GroupVersion())
 	}
 	obj, ok, err := d.poolInf.GetStore().GetByKey(d.cfg.Namespace + "/" + d.cfg.Pool)

@@ -59,8 +59,8 @@ func (d *Discovery) noteSyncError(what string, err error) {
 }
 
 // PoolError returns why the followed InferencePool is unusable (missing,
-// being deleted, its CRD not installed, empty selector, no port), nil when
-// it is fine.
+// being deleted, its CRD not installed, the pools not listed since,
+// empty selector, no port), nil when it is fine.
 func (d *Discovery) PoolError() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
