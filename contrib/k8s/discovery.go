@@ -123,8 +123,8 @@ type Discovery struct {
 	closed    bool
 }
 
-// New builds a Discovery over the given clients (dyn may be nil when Pool is
-// empty).
+// New builds a Discovery over the given clients: kube is required, dyn
+// only when following a Pool (it may be nil when Pool is empty).
 func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink, opts Options) (*Discovery, error) {
 	gvr, sel, err := cfg.check()
 	if err != nil {
@@ -132,6 +132,9 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	}
 	if sink == nil {
 		return nil, errors.New("k8s: a Sink is required")
+	}
+	if kube == nil {
+		return nil, errors.New("k8s: a Kubernetes clientset is required: the pods are listed and watched with it")
 	}
 	d := &Discovery{cfg: cfg, sink: sink, log: opts.Logger, clock: opts.Clk(), kick: make(chan struct{}, 1),
 		stop: make(chan struct{}), loopDone: make(chan struct{}), closeDone: make(chan struct{})}

@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	dynfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/kvroute/kvroute"
@@ -279,6 +281,32 @@ func TestNewRejectsBadConfig(t *testing.T) {
 	} {
 		_, err := New(cfg, kube, dynfake.NewSimpleDynamicClient(runtime.NewScheme()), sink, Options{})
 		require.Error(t, err, name)
+	}
+}
+
+// New refuses a missing client with an error naming it, instead of a
+// Discovery whose informers panic on their own goroutines at Start: the
+// Kubernetes clientset always (the pods are listed with it), the dynamic
+// client when following an InferencePool. Nothing is left registered.
+func TestNewRequiresTheClients(t *testing.T) {
+	sink := func([]kvroute.Endpoint) error { return nil }
+	dyn := dynfake.NewSimpleDynamicClient(runtime.NewScheme())
+	for name, c := range map[string]struct {
+		cfg  Config
+		kube kubernetes.Interface
+		dyn  dynamic.Interface
+		want string
+	}{
+		"selector without clientset": {Config{Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000}}, nil, nil, "Kubernetes clientset"},
+		"pool without clientset":     {Config{Namespace: ns, Pool: "p"}, nil, dyn, "Kubernetes clientset"},
+		"pool without dynamic":       {Config{Namespace: ns, Pool: "p"}, fake.NewClientset(), nil, "dynamic client"},
+	} {
+		reg := prometheus.NewRegistry()
+		_, err := New(c.cfg, c.kube, c.dyn, sink, Options{Set: telemetry.Set{Registerer: reg}})
+		require.ErrorContains(t, err, c.want, name)
+		mfs, err := reg.Gather()
+		require.NoError(t, err)
+		require.Empty(t, mfs, name)
 	}
 }
 
