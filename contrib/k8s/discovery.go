@@ -61,11 +61,11 @@ type Options struct {
 // the first recompute, and the loop ends when stop is closed, closing
 // loopDone. recompute runs on Start's goroutine once, then only on the
 // loop, never on both at once; it calls the Sink without holding mu. mu
-// guards current, synced, poolErr, sinkCalls, resend, sinking and closed:
-// recompute writes current, poolErr, sinkCalls and resend, and sets sinking
-// while it calls the Sink, which it does only when closed is unset; Start
-// sets synced, Close sets closed (so stop is closed once), and the
-// accessors read them. Close waits for loopDone only when synced, that is
+// guards current, started, synced, poolErr, sinkCalls, resend, sinking and
+// closed: recompute writes current, poolErr, sinkCalls and resend, and sets
+// sinking while it calls the Sink, which it does only when closed is
+// unset; Start sets started (so that it runs once) and synced, Close sets
+// closed (so stop is closed once), and the accessors read them. Close waits for loopDone only when synced, that is
 // once the loop was started, and no Sink call is under way (the Sink may be
 // the one calling Close); the first Close closes closeDone when it has
 // finished, and a later one waits for it unless a Sink call is under way.
@@ -115,6 +115,7 @@ type Discovery struct {
 
 	mu        sync.Mutex
 	current   []kvroute.Endpoint
+	started   bool // Start has run: a second is refused
 	synced    bool
 	poolErr   error
 	sinkCalls int
@@ -208,8 +209,16 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 // is missing, and the informer keeps retrying with its backoff until the
 // CRD is installed, when the pool is followed. A Close that runs before Start follows changes (from
 // another goroutine, or from the Sink given the first set) makes Start
-// return an error rather than start following on a closed Discovery.
+// return an error rather than start following on a closed Discovery. A
+// second Start returns an error and changes nothing.
 func (d *Discovery) Start(ctx context.Context) error {
+	d.mu.Lock()
+	again := d.started
+	d.started = true
+	d.mu.Unlock()
+	if again {
+		return errStartedAlready
+	}
 	d.podsMu.Lock()
 	if d.pods != nil && !d.podsDown {
 		d.pods.factory.Start(d.pods.stop)
@@ -263,6 +272,10 @@ func (d *Discovery) Start(ctx context.Context) error {
 	go d.loop()
 	return nil
 }
+
+// errStartedAlready is the error of a second Start: one Discovery runs
+// one loop, which Close waits for once.
+var errStartedAlready = errors.New("k8s: the discovery was started already; Start runs once")
 
 // errClosedInStart is Start's error when Close ran before Start began
 // following changes: the Discovery stays closed and follows nothing.

@@ -213,3 +213,21 @@ func TestSyncErrorSaysWhyTheCachesHaveNotSynced(t *testing.T) {
 	require.NoError(t, d.SyncError())
 	require.Equal(t, "[10.0.0.1:8000]", fmt.Sprint(rec.ids()))
 }
+
+// A second Start is refused with an error and changes nothing: it would
+// run a second loop beside the first (two recomputes at once), and Close
+// would then close the loop's channel twice.
+func TestSecondStartIsRefused(t *testing.T) {
+	defer leakcheck.Check(t)()
+	kube := fake.NewClientset(pod("a", "10.0.0.1", map[string]string{"app": "vllm"}, true))
+	rec := &recorder{}
+	d, err := New(Config{Namespace: ns, Selector: "app=vllm", TargetPorts: []int32{8000}}, kube, nil, rec.sink, Options{})
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	require.NoError(t, d.Start(ctx))
+	require.ErrorContains(t, d.Start(ctx), "started already")
+	d.Close()
+	require.Equal(t, 1, d.SinkCalls())
+	require.Equal(t, "[10.0.0.1:8000]", fmt.Sprint(rec.ids()))
+}
