@@ -55,7 +55,7 @@ func (v *LoadView) Load(i int) (tokens, requests int64) {
 	if c == nil {
 		return 0, 0
 	}
-	return c.tokens.Load() + max(c.peer.tokens.Load(), 0), c.requests.Load() + max(c.peer.requests.Load(), 0)
+	return withPeer(c.tokens.Load(), c.peer.tokens.Load()), withPeer(c.requests.Load(), c.peer.requests.Load())
 }
 
 // valid reports whether v resolves exactly ids in t as t is now.

@@ -1,6 +1,7 @@
 package tokenload
 
 import (
+	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,32 @@ func TestAddPeerLoad(t *testing.T) {
 	tr.SetPeerLoads(nil)
 	tok, _, _ = tr.Load("e:1")
 	require.Zero(t, tok, "SetPeerLoads replaces the changes")
+}
+
+// A peer's changes are accepted up to ±2⁶² each (package cluster's wire
+// bound): their sum, and the sum with the local load, saturate rather than
+// wrap, which would turn the most loaded endpoint into an idle one.
+func TestPeerLoadSaturates(t *testing.T) {
+	tr, err := NewTracker(Options{})
+	require.NoError(t, err)
+	tr.Dispatch("e:1", 10)
+	tr.AddPeerLoad("e:1", 1<<62, 1<<62)
+	tr.AddPeerLoad("e:1", 1<<62, 1<<62)
+	tok, req, _ := tr.Load("e:1")
+	require.Equal(t, [2]int64{math.MaxInt64, math.MaxInt64}, [2]int64{tok, req}, "Load")
+	require.Equal(t, PeerLoad{Tokens: math.MaxInt64, Requests: math.MaxInt64}, tr.PeerLoadOf("e:1"))
+	var v LoadView
+	tokens, requests := make([]int64, 1), make([]int64, 1)
+	tr.LoadAll(&v, []string{"e:1"}, tokens, requests)
+	require.Equal(t, [2]int64{math.MaxInt64, math.MaxInt64}, [2]int64{tokens[0], requests[0]}, "LoadAll")
+
+	tr.SetPeerLoads(map[string]PeerLoad{"e:1": {Tokens: math.MaxInt64, Requests: math.MaxInt64}})
+	tok, req, _ = tr.Load("e:1")
+	require.Equal(t, [2]int64{math.MaxInt64, math.MaxInt64}, [2]int64{tok, req}, "local + a saturated peer share")
+
+	tr.AddPeerLoad("e:2", -(1 << 62), 0)
+	tr.AddPeerLoad("e:2", -(1 << 62), 0)
+	tr.AddPeerLoad("e:2", -(1 << 62), 0)
+	tok, _, _ = tr.Load("e:2")
+	require.Zero(t, tok, "releases saturate too, never wrapping to a large load")
 }

@@ -135,7 +135,7 @@ func (t *Tracker) Load(endpoint string) (tokens, requests int64, ok bool) {
 	if !ok {
 		return 0, 0, false
 	}
-	return c.tokens.Load() + max(c.peer.tokens.Load(), 0), c.requests.Load() + max(c.peer.requests.Load(), 0), true
+	return withPeer(c.tokens.Load(), c.peer.tokens.Load()), withPeer(c.requests.Load(), c.peer.requests.Load()), true
 }
 
 // Remove drops the endpoint's counters (it left the pool) and reports
