@@ -147,8 +147,8 @@ type DoneInfo struct {
 	// usage.prompt_tokens_details.cached_tokens of the response, or of the
 	// final usage chunk of a stream; vLLM leaves the field out when it
 	// reused nothing, which is 0). It counts only with HasCachedTokens; a
-	// negative count is not observed, only counted
-	// (kvroute_router_prediction_invalid_total).
+	// negative count, or one above the prompt's tokens, is not observed,
+	// only counted (kvroute_router_prediction_invalid_total).
 	CachedTokens int
 	// HasCachedTokens reports that the engine reported CachedTokens; false
 	// (the zero value) means it did not, and the accuracy loop is not fed.

@@ -27,8 +27,8 @@
 // set (Loop.SetEndpoints): a request ending after its endpoint left is only
 // counted (kvroute_router_prediction_late_total), so endpoints that come and
 // go leave no window or series behind. An engine's answer that is no count
-// of tokens (negative) is not observed either, only counted
-// (kvroute_router_prediction_invalid_total).
+// of the prompt's tokens (negative, or more than the prompt holds) is not
+// observed either, only counted (kvroute_router_prediction_invalid_total).
 //
 // A nil Registerer registers nothing; New registers every collector through
 // telemetry.Set.Register, all or none (New fails and leaves nothing

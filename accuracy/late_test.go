@@ -86,6 +86,32 @@ func TestNegativeCachedTokensAreRefusedAndCounted(t *testing.T) {
 	require.Equal(t, 1.0, unlabelled(t, reg, "kvroute_router_prediction_invalid_total"))
 }
 
+// An engine's answer of more cached tokens than the prompt has (a faulty
+// or hostile engine: no engine serves more of a prompt from its cache than
+// the prompt holds) is refused like a negative one: observed, it would
+// add an absurd count to the endpoint's cached-token total for good and
+// count a miss the engine never had.
+func TestCachedTokensBeyondThePromptAreRefusedAndCounted(t *testing.T) {
+	l, reg, _ := newLoop(t, Config{Window: 1}, nil)
+	l.SetEndpoints([]string{ep})
+	p := Prediction{Endpoint: ep, PromptTokens: 128, CachedTokens: 64}
+	l.Begin()
+	_, ok := l.End(p, 1<<40, true)
+	require.False(t, ok, "more cached tokens than the prompt holds are not observed")
+	require.Zero(t, l.Pending())
+	require.False(t, l.Inaccurate(ep), "a refused answer counts no miss")
+	for _, name := range []string{"kvroute_router_prediction_observed_total", "kvroute_router_observed_cached_tokens_total",
+		"kvroute_router_prediction_missing_total", "kvroute_router_endpoint_inaccurate"} {
+		_, present := series(t, reg, name, ep)
+		require.False(t, present, "%s: a refused answer creates no series", name)
+	}
+	require.Equal(t, 1.0, unlabelled(t, reg, "kvroute_router_prediction_invalid_total"))
+
+	o := observe(l, p, 128)
+	require.Equal(t, -64, o.Error, "the whole prompt is a count of tokens the engine may report")
+	require.Equal(t, 1.0, unlabelled(t, reg, "kvroute_router_prediction_invalid_total"))
+}
+
 // unlabelled returns the value of the counter name, which has no labels (0
 // when it is not gathered).
 func unlabelled(t *testing.T, reg *prometheus.Registry, name string) float64 {

@@ -126,16 +126,18 @@ func (l *Loop) Begin() { l.pending.Add(1) }
 // exports the error, records the outcome in the endpoint's window and
 // returns the Observation; without it (the engine did not say, or the
 // request was dropped unfinished) it only ends the prediction and returns ok
-// false. An answer that is no count of tokens (actual negative: a faulty or
-// hostile engine) is not observed either, only counted
+// false. An answer that is no count of the prompt's cached tokens (actual
+// negative, or above p.PromptTokens when that is known: a faulty or hostile
+// engine) is not observed either, only counted
 // (kvroute_router_prediction_invalid_total): read as 0 it would count a
-// miss the engine never reported.
+// miss the engine never reported, and an absurd count would stay in the
+// endpoint's cached-token total for good.
 func (l *Loop) End(p Prediction, actual int, reported bool) (o Observation, ok bool) {
 	l.pending.Add(-1)
 	if !reported {
 		return Observation{}, false
 	}
-	if actual < 0 {
+	if actual < 0 || (p.PromptTokens > 0 && actual > p.PromptTokens) {
 		l.met.invalid.Inc()
 		return Observation{}, false
 	}

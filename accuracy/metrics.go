@@ -75,7 +75,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 		}),
 		invalid: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_router_prediction_invalid_total",
-			Help: "Requests whose engine-reported cached tokens were no count of tokens (negative): not observed.",
+			Help: "Requests whose engine-reported cached tokens were no count of the prompt's tokens (negative, or more than the prompt holds): not observed.",
 		}),
 	}
 	if err := set.Register(m.collectors()...); err != nil {
