@@ -33,7 +33,7 @@ type Prediction struct {
 	// PromptTokens is the request's number of prompt tokens (> 0).
 	PromptTokens int
 	// CachedTokens is the number of prompt tokens the index predicted the
-	// endpoint holds.
+	// endpoint holds; negative counts as 0.
 	CachedTokens int
 }
 
@@ -182,7 +182,7 @@ func (l *Loop) Close() {
 // p's endpoint is not observed (left out by SetEndpoints, or removed since).
 func (l *Loop) observe(p Prediction, actual int) (Observation, bool) {
 	id := p.Endpoint
-	pred := p.CachedTokens
+	pred := max(p.CachedTokens, 0) // a counter panics on a negative addition
 	if p.PromptTokens > 0 {
 		pred = min(pred, (p.PromptTokens-1)/l.bs*l.bs)
 	}

@@ -95,6 +95,19 @@ func TestEndWithoutAnswerObservesNothing(t *testing.T) {
 	require.False(t, present)
 }
 
+// A host's prediction of a negative number of cached tokens (Prediction is
+// the loop's public input) is read as a prediction of none: it must not
+// reach the predicted-token counter, which panics on a negative addition,
+// on the goroutine that ends the request.
+func TestNegativePredictionCountsAsNone(t *testing.T) {
+	l, reg, _ := newLoop(t, Config{}, nil)
+	var o Observation
+	require.NotPanics(t, func() { o = observe(l, Prediction{Endpoint: ep, PromptTokens: 128, CachedTokens: -64}, 32) })
+	require.Equal(t, Observation{Endpoint: ep, Predicted: 0, Actual: 32, Error: -32}, o)
+	require.Zero(t, value(t, reg, "kvroute_router_observed_predicted_tokens_total", ep))
+	require.Equal(t, 1.0, value(t, reg, "kvroute_router_prediction_missing_total", ep))
+}
+
 func TestCountsStaleAndMissing(t *testing.T) {
 	l, reg, _ := newLoop(t, Config{}, nil)
 	o := observe(l, Prediction{Endpoint: ep, PromptTokens: 256, CachedTokens: 256}, 0) // the engine evicted what the index still holds
