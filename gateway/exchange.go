@@ -97,8 +97,11 @@ type DisaggHostConfig struct {
 	// prefills locally (counted in
 	// kvroute_sidecar_prefill_fallbacks_total{reason="timeout"}), and
 	// MaxBodyBytes, MaxPrefillResponseBytes and PrefillerScheme bound and
-	// address the prefill request. DecoderURL must be empty: the decode
-	// endpoint is the decision's. Zero fields take sidecar's defaults.
+	// address the prefill request (a split body over MaxBodyBytes is
+	// answered 413). DecoderURL must be empty: the decode endpoint is the
+	// decision's. Zero fields take sidecar's defaults, but for a zero
+	// MaxBodyBytes, which a Server sets to Config.MaxBodyBytes when that is
+	// larger, so that no body the gateway takes is refused for being split.
 	Exchange sidecar.Config `json:"exchange"`
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/approx"
 	"github.com/kvroute/kvroute/disagg"
+	"github.com/kvroute/kvroute/disagg/sidecar"
 	"github.com/kvroute/kvroute/enginemetrics"
 	"github.com/kvroute/kvroute/internal/connwatch"
 	"github.com/kvroute/kvroute/lora"
@@ -193,8 +194,16 @@ func (s *Server) buildHandler(cfg ServerConfig, picker kvroute.Picker, opts Opti
 	h.admission = s.admission
 	if cfg.Disagg != nil && cfg.DisaggHost.Mode == DisaggModeExchange {
 		// The prefill requests go over the gateway's own upstream
-		// connections; the metrics are served with the gateway's.
-		x, err := newExchangeState(cfg.DisaggHost.Exchange, s.registry, s.log, h.transport)
+		// connections; the metrics are served with the gateway's. The
+		// prefill step refuses a body over its limit (413), which only a
+		// split request meets: unset, that limit is at least the
+		// gateway's own, so that a body the gateway took is not refused
+		// for being split.
+		xcfg := cfg.DisaggHost.Exchange
+		if xcfg.MaxBodyBytes == 0 {
+			xcfg.MaxBodyBytes = max(sidecar.DefaultMaxBodyBytes, h.cfg.MaxBodyBytes)
+		}
+		x, err := newExchangeState(xcfg, s.registry, s.log, h.transport)
 		if err != nil {
 			h.Close()
 			return nil, fmt.Errorf("gateway: disagg exchange: %w", err)
