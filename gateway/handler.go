@@ -50,9 +50,10 @@ type Handler struct {
 	// handler has made its last use of it: (*kvroute.Decision).Release,
 	// which lets a Router reuse it for a later pick; tests count it.
 	release func(*kvroute.Decision)
-	// inflight counts the inference requests being served: their peak is
-	// the most requests one engine can get at once, which sizes the
-	// warm-ahead of the Handler's own transport (upstream.go, internal/h1pool).
+	// inflight counts the inference requests being served whose whole
+	// body has been read: their peak is the most requests one engine can
+	// get at once, which sizes the warm-ahead of the Handler's own
+	// transport (upstream.go, internal/h1pool).
 	inflight atomic.Int64
 }
 

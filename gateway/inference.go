@@ -18,17 +18,20 @@ import (
 // copies hold of the body budget is released after the response.
 func (h *Handler) serveInference(w http.ResponseWriter, r *http.Request, api render.API) {
 	start := h.now()
-	n := h.inflight.Add(1)
-	defer h.inflight.Add(-1)
-	if h.ownsTr != nil {
-		h.ownsTr.RaisePeak(n)
-	}
 	am := h.met.byAPI[api]
 	var held heldBodies
 	defer held.release(&h.budget) // after the response: forward holds the body until then
 	body, model, ok := h.readInference(w, r, api, am, &held)
 	if !ok {
 		return
+	}
+	// In flight from its whole, valid body on (its render and pick give
+	// the warmer its lead): a request still sending its body, or refused
+	// for it, can reach no engine and does not make them warmed ahead.
+	n := h.inflight.Add(1)
+	defer h.inflight.Add(-1)
+	if h.ownsTr != nil {
+		h.ownsTr.RaisePeak(n)
 	}
 	eps := *h.endpoints.Load()
 	req, ok := h.inferenceRequest(w, r, api, am, body, eps)

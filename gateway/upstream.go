@@ -22,8 +22,9 @@ import "github.com/kvroute/kvroute/internal/h1pool"
 // engines go to a net/http Transport (newTransport).
 //
 // Warm-ahead is on: the pool dials ahead, in the background, to the peak of
-// inference requests in flight in the Handler (which raises the
-// transport's peak: all engines' together, the most one engine can get),
+// inference requests in flight in the Handler, counted once their body is
+// read (which raises the transport's peak: all engines' together, the most
+// one engine can get; a client still sending its body raises nothing),
 // so that once a peak has been seen a request at that concurrency finds an
 // idle connection (see internal/h1pool's warm.go). The pool keeps those
 // connections however long they are idle: an engine that gets fewer
