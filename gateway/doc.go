@@ -72,7 +72,8 @@
 // forwarded (with or without Disagg), nor are the other headers llm-d's
 // sidecar acts on and the gateway never sets (x-encoder-hosts-ports,
 // x-kv-cache-source-host-port, x-data-parallel-host-port, and llm-d's
-// x-llm-d- names of the encoders and KV source), nor (unless
+// x-llm-d- names of the encoders and KV source; a request that carried
+// any is counted in kvroute_gateway_client_sidecar_headers_removed_total), nor (unless
 // Config.AllowClientKVTransferParams) its own kv_transfer_params, which
 // would make vLLM's KV connector pull blocks from the remote_host the
 // client names. Only requests of the APIs in the profile's SplitAPIs are

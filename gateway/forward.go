@@ -64,6 +64,19 @@ var sidecarHeaders = [...]string{
 	http.CanonicalHeaderKey("x-llm-d-kv-cache-source-host-port"),
 }
 
+// removeSidecarHeaders deletes from h the client's values of the
+// headers the decode pod's routing sidecar acts on (the prefill endpoint
+// under both names, and sidecarHeaders), and reports whether it held any.
+func removeSidecarHeaders(h http.Header) bool {
+	n := len(h)
+	delete(h, headerPrefiller)
+	delete(h, headerPrefillerLLMD)
+	for _, k := range sidecarHeaders {
+		delete(h, k)
+	}
+	return len(h) < n
+}
+
 // hopHeaders are the hop-by-hop headers of RFC 9110 §7.6.1, which a proxy
 // must not forward.
 var hopHeaders = []string{
@@ -87,11 +100,10 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 	hdr := outboundHeader(r)
 	// The prefill endpoint is the router's to name: a client's value would
 	// send the decode pod's sidecar wherever the client likes. So would the
-	// other headers the sidecar acts on, which nobody here sets.
-	delete(hdr, headerPrefiller)
-	delete(hdr, headerPrefillerLLMD)
-	for _, k := range sidecarHeaders {
-		delete(hdr, k)
+	// other headers the sidecar acts on, which nobody here sets. A request
+	// that carried any is counted.
+	if removeSidecarHeaders(hdr) {
+		h.met.sidecarRemoved.Inc()
 	}
 	propagator.Inject(r.Context(), propagation.HeaderCarrier(hdr)) // this hop's span, or the client's context as it came
 	// In exchange mode, fallback is why the prefill step was given up.

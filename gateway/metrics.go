@@ -84,6 +84,7 @@ type apiMetrics struct {
 
 type metrics struct {
 	transferRemoved prometheus.Counter // client kv_transfer_params removed (Config.AllowClientKVTransferParams)
+	sidecarRemoved  prometheus.Counter // requests whose client sidecar routing headers were removed (forward)
 	byAPI           map[render.API]*apiMetrics
 	usage           map[string]prometheus.Counter
 	unrouted        prometheus.Counter                       // requests for a path the gateway serves nothing on
@@ -150,6 +151,10 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 		Name: "kvroute_gateway_client_transfer_params_removed_total",
 		Help: "Requests whose body carried the client's own kv_transfer_params, removed before the engine saw them (allowClientKVTransferParams off).",
 	})
+	sidecarRemoved := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "kvroute_gateway_client_sidecar_headers_removed_total",
+		Help: "Requests whose header carried the client's own value of a header the decode pod's routing sidecar acts on (x-prefiller-host-port, x-llm-d-prefiller-host-port, the encoders', the KV source's, the data-parallel rank's), removed before the engine saw it: those are the router's to set.",
+	})
 	resent := prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "kvroute_gateway_upstream_resends_total",
 		Help: "Requests the gateway sent to an engine a second time, on a new connection, because the engine closed the reused keep-alive connection before any byte of answer (nothing had reached the client): an engine that had read the request may have run it twice. 0 with a transport of the embedder's own.",
@@ -158,12 +163,12 @@ func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, e
 		Name: "kvroute_gateway_method_not_allowed_total",
 		Help: "Requests for the model listing, /health, /ready, /metrics or the status page with a method the path does not serve, answered 405 with Allow, by path (the inference routes' 405s are bad_request in kvroute_gateway_requests_total).",
 	}, []string{"path"})
-	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent, transferRemoved, notAllowed}
+	cs := []prometheus.Collector{requests, pick, first, usageVec, inFlight, unrouted, recordCut, broken, resent, transferRemoved, sidecarRemoved, notAllowed}
 	if err := set.Register(cs...); err != nil {
 		return nil, err
 	}
 	m := &metrics{byAPI: make(map[render.API]*apiMetrics, len(apis)), usage: map[string]prometheus.Counter{},
-		unrouted: unrouted, recordCut: recordCut, transferRemoved: transferRemoved, set: set, collectors: cs,
+		unrouted: unrouted, recordCut: recordCut, transferRemoved: transferRemoved, sidecarRemoved: sidecarRemoved, set: set, collectors: cs,
 		notAllowed: make(map[string]prometheus.Counter, len(methodPaths))}
 	for _, p := range methodPaths {
 		m.notAllowed[p] = notAllowed.WithLabelValues(p)
