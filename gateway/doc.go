@@ -148,7 +148,8 @@
 // kvroute_router_cache_blind_total{reason="raw_media"}.
 //
 // GET /v1/models (also with a trailing slash, forwarded without it) is
-// forwarded to the endpoints in turn without a routing decision, as is a
+// forwarded to the endpoints in turn without a routing decision, its
+// outcomes counted under api "models", as is (uncounted) a
 // browser's CORS preflight (OPTIONS with Origin and
 // Access-Control-Request-Method) of an inference route, /v1/models or
 // /v1/messages/count_tokens, which the engine's CORS policy (vLLM's --allowed-origins) answers. POST

@@ -25,7 +25,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	counting := trimmed == countTokensPath
 	if (ok || models || counting) && corsPreflight(r) {
 		// The engine's CORS policy (vLLM's --allowed-origins) answers it.
-		h.serveOne(w, r)
+		h.serveOne(w, r, nil)
 		return
 	}
 	if ok {
@@ -77,6 +77,9 @@ func (h *Handler) readOnly(w http.ResponseWriter, r *http.Request, path string) 
 // modelsPath is vLLM's model listing, which the gateway forwards.
 const modelsPath = "/v1/models"
 
+// apiModels labels modelsPath's requests in the gateway's metrics.
+const apiModels render.API = "models"
+
 // withPath returns a shallow copy of r whose URL has path p.
 func withPath(r *http.Request, p string) *http.Request {
 	c := *r
@@ -93,25 +96,34 @@ func corsPreflight(r *http.Request) bool {
 		r.Header.Get("Access-Control-Request-Method") != ""
 }
 
-// serveModels forwards GET /v1/models to the endpoints in turn.
+// serveModels forwards GET /v1/models to the endpoints in turn (or, in
+// multi-model mode, answers it), counting its result under api "models".
 func (h *Handler) serveModels(w http.ResponseWriter, r *http.Request) {
+	am := h.met.byAPI[apiModels]
 	if h.served != nil {
 		h.serveServedModels(w)
+		am.results[ResultSuccess].Inc()
 		return
 	}
-	h.serveOne(w, r)
+	h.serveOne(w, r, am)
 }
 
 // serveOne forwards r, without a body or a routing decision, to the
-// endpoints in turn.
-func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request) {
+// endpoints in turn, and counts its result on am (nil: not counted).
+func (h *Handler) serveOne(w http.ResponseWriter, r *http.Request, am *apiMetrics) {
 	eps := *h.endpoints.Load()
 	if len(eps) == 0 {
+		if am != nil {
+			am.results[ResultNoEndpoint].Inc()
+		}
 		writeError(w, render.APICompletions, http.StatusServiceUnavailable, "the gateway has no endpoints")
 		return
 	}
 	ep := eps[(h.models.Add(1)-1)%uint64(len(eps))]
-	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), nil, nil, nil)
+	res, _ := h.forward(w, r, nil, &kvroute.Decision{Endpoint: ep}, h.now(), am, nil, nil)
+	if am != nil {
+		am.results[res].Inc()
+	}
 	if res == ResultUpstreamBroken {
 		panic(http.ErrAbortHandler)
 	}
