@@ -25,7 +25,8 @@ var secretKey = regexp.MustCompile(`(?i)(password|passwd|secret|credential|apike
 // "path: value" line per setting, in declaration order, keys named by their
 // JSON names, durations as duration strings, and every credential-like
 // value (secretKey, and the password of a URL's userinfo) replaced by
-// "[redacted]" when set.
+// "[redacted]" when set; a boolean, a switch such as corsAllowCredentials,
+// is shown whatever its name.
 func configText(v any) string {
 	var b strings.Builder
 	writeConfig(&b, "", reflect.ValueOf(v))
@@ -46,7 +47,8 @@ func writeConfig(b *strings.Builder, path string, v reflect.Value) {
 		v = v.Elem()
 	}
 	leaf := path[strings.LastIndexByte(path, '.')+1:]
-	if leaf != "" && v.Kind() != reflect.Struct && secretKey.MatchString(leaf) && !v.IsZero() {
+	// A switch is no credential, whatever its name (corsAllowCredentials).
+	if leaf != "" && v.Kind() != reflect.Struct && v.Kind() != reflect.Bool && secretKey.MatchString(leaf) && !v.IsZero() {
 		line(b, path, redacted)
 		return
 	}

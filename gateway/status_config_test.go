@@ -156,3 +156,25 @@ func TestConfigTextShowsEachKeyOnce(t *testing.T) {
 	require.Equal(t, "true", seen["router.events.replay"])
 	require.Equal(t, `"kv@"`, seen["router.events.topicFilter"])
 }
+
+// A switch named like a credential is no credential: the status page shows
+// the proxy's corsAllowCredentials as true or false (it hid a true one as
+// [redacted], so an operator checking why browsers were refused could not
+// read it), while a string under such a name stays hidden.
+func TestConfigTextShowsSwitchesNamedLikeCredentials(t *testing.T) {
+	text := configText(struct {
+		Proxy   Config `json:"proxy"`
+		Secrets struct {
+			UseCredentials bool   `json:"useCredentials"`
+			Credential     string `json:"credential"`
+		} `json:"secrets"`
+	}{Proxy: Config{CORSAllowedOrigins: []string{"*"}, CORSAllowCredentials: true},
+		Secrets: struct {
+			UseCredentials bool   `json:"useCredentials"`
+			Credential     string `json:"credential"`
+		}{true, "secret-8"}})
+	require.Contains(t, text, "proxy.corsAllowCredentials: true\n")
+	require.Contains(t, text, "secrets.useCredentials: true\n")
+	require.Contains(t, text, "secrets.credential: [redacted]\n")
+	require.NotContains(t, text, "secret-8")
+}
