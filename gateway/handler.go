@@ -129,11 +129,15 @@ func New(cfg Config, picker kvroute.Picker, opts Options) (*Handler, error) {
 // keep-alive connections to the
 // engines (up to idlePerHost idle per engine, no global cap), no HTTP/2
 // (engines speak HTTP/1.1) and no transparent gzip (the client's
-// Accept-Encoding passes through and the body is copied as is).
+// Accept-Encoding passes through and the body is copied as is). The
+// connection is bounded as a plain-HTTP one is: its dial, and then its TLS
+// handshake (upstreamTLSHandshakeTimeout), past which the request is a 502
+// upstream_timeout rather than waiting as long as its client does.
 func newTransport(idlePerHost int) *http.Transport {
 	return &http.Transport{
 		Proxy:               nil,
 		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout: upstreamTLSHandshakeTimeout,
 		MaxIdleConns:        0,
 		MaxIdleConnsPerHost: idlePerHost,
 		IdleConnTimeout:     90 * time.Second,
@@ -144,6 +148,11 @@ func newTransport(idlePerHost int) *http.Transport {
 		WriteBufferSize: 32 << 10,
 	}
 }
+
+// upstreamTLSHandshakeTimeout bounds the TLS handshake with an engine
+// named by an https Address: net/http's default transport's 10 s, far
+// above a handshake on a cluster network. Tests shorten it.
+var upstreamTLSHandshakeTimeout = 10 * time.Second
 
 // resends is the requests the Handler's own transport sent to an engine a
 // second time (0 with Options.Transport).
