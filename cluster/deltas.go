@@ -268,7 +268,8 @@ func (r *Replica) evictOverShareLocked(v *peerView, size int) {
 // (and counted) until a read finds its record, so that the dispatches are
 // not dropped while the matching ends later subtract from the peer load. The
 // tracker is updated under the same lock that applyDelta takes, so no change
-// is lost between the two.
+// is lost between the two. The sums over the peers saturate at the int64
+// range (tokenload.PeerLoad.Add): the wire accepts loads up to 2⁶² each.
 func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{}) {
 	loads := make(map[string]tokenload.PeerLoad)
 	now := r.now()
@@ -284,10 +285,7 @@ func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{
 			continue
 		}
 		for _, d := range v.pending {
-			pl := loads[d.endpoint]
-			pl.Tokens += d.tokens
-			pl.Requests += d.requests
-			loads[d.endpoint] = pl
+			loads[d.endpoint] = loads[d.endpoint].Add(d.tokens, d.requests)
 		}
 	}
 	for id, rec := range live {
@@ -332,16 +330,10 @@ func (r *Replica) mergeRecords(live map[string]Record, listed map[string]struct{
 			if !r.acceptsName(l.Endpoint) {
 				continue
 			}
-			pl := loads[l.Endpoint]
-			pl.Tokens += l.Tokens
-			pl.Requests += l.Requests
-			loads[l.Endpoint] = pl
+			loads[l.Endpoint] = loads[l.Endpoint].Add(l.Tokens, l.Requests)
 		}
 		for _, d := range v.pending {
-			pl := loads[d.endpoint]
-			pl.Tokens += d.tokens
-			pl.Requests += d.requests
-			loads[d.endpoint] = pl
+			loads[d.endpoint] = loads[d.endpoint].Add(d.tokens, d.requests)
 		}
 	}
 	r.met.pendingBytes.Set(float64(r.pendingBytes))

@@ -53,17 +53,22 @@ func (t *Tracker) AddPeerLoad(endpoint string, tokens, requests int64) {
 func addSaturated(a *atomic.Int64, n int64) {
 	for {
 		old := a.Load()
-		v := old + n
-		if (v > old) != (n > 0) { // wrapped
-			v = math.MaxInt64
-			if n < 0 {
-				v = math.MinInt64
-			}
-		}
-		if a.CompareAndSwap(old, v) {
+		if a.CompareAndSwap(old, saturatingAdd(old, n)) {
 			return
 		}
 	}
+}
+
+// saturatingAdd is a + n, saturating at math.MaxInt64 and math.MinInt64.
+func saturatingAdd(a, n int64) int64 {
+	v := a + n
+	if (v > a) != (n > 0) { // wrapped
+		v = math.MaxInt64
+		if n < 0 {
+			v = math.MinInt64
+		}
+	}
+	return v
 }
 
 // withPeer is an endpoint's local load plus its peers' share (negative

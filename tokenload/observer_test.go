@@ -86,4 +86,8 @@ func TestPeerLoadSaturates(t *testing.T) {
 	tr.AddPeerLoad("e:2", -(1 << 62), 0)
 	tok, _, _ = tr.Load("e:2")
 	require.Zero(t, tok, "releases saturate too, never wrapping to a large load")
+
+	sum := PeerLoad{Tokens: 1 << 62, Requests: -(1 << 62)}.Add(1<<62, -(1<<62)).Add(1<<62, -(1 << 62))
+	require.Equal(t, PeerLoad{Tokens: math.MaxInt64, Requests: math.MinInt64}, sum, "PeerLoad.Add")
+	require.Equal(t, PeerLoad{Tokens: 5, Requests: -1}, PeerLoad{Tokens: 7, Requests: 1}.Add(-2, -2))
 }

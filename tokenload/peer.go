@@ -17,6 +17,16 @@ type PeerLoad struct {
 	Requests int64
 }
 
+// Add returns p plus a change of tokens and requests (negative releases),
+// each sum saturating at the int64 range instead of wrapping, as
+// AddPeerLoad's does. A component that sums several replicas' loads before
+// SetPeerLoads uses it: the loads come from the peers, and a wrapped,
+// negative sum would count as no load and make the most loaded endpoint
+// look idle.
+func (p PeerLoad) Add(tokens, requests int64) PeerLoad {
+	return PeerLoad{Tokens: saturatingAdd(p.Tokens, tokens), Requests: saturatingAdd(p.Requests, requests)}
+}
+
 // SetPeerLoads replaces the load the other router replicas carry: Load then
 // reports this process's own load plus loads[endpoint]; endpoints absent
 // from loads carry no peer load any more. nil clears every peer load (the
