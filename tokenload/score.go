@@ -1,7 +1,5 @@
 package tokenload
 
-import "math"
-
 // DefaultQueueThresholdTokens is the token load at which an endpoint's score
 // reaches 0: 128 requests × 32K tokens.
 const DefaultQueueThresholdTokens int64 = 4_194_304
@@ -49,18 +47,7 @@ func Score(committedTokens, requestTokens, q int64) float64 {
 // inputTokens. A blockSize <= 0 also gives the full inputTokens. NaN or
 // negative matchedBlocks count as 0, values above totalBlocks as totalBlocks.
 func UncachedTokens(inputTokens, totalBlocks int, matchedBlocks float64, blockSize int) int64 {
-	input := int64(max(inputTokens, 0))
-	if blockSize <= 0 || totalBlocks <= 0 {
-		return input
-	}
-	total := float64(totalBlocks)
-	matched := matchedBlocks
-	if math.IsNaN(matched) || matched < 0 {
-		matched = 0
-	}
-	matched = min(matched, total)
-	indexed := int64(totalBlocks) * int64(blockSize)
-	return min(roundTokens((total-matched)*float64(blockSize))+max(input-indexed, 0), input)
+	return NewUncached(inputTokens, totalBlocks, blockSize).Of(matchedBlocks)
 }
 
 // UncachedTokensAll writes UncachedTokens(inputTokens, totalBlocks,
@@ -90,22 +77,32 @@ func NewUncached(inputTokens, totalBlocks, blockSize int) Uncached {
 	if blockSize <= 0 || totalBlocks <= 0 {
 		return Uncached{input: input, tail: input} // Of gives input
 	}
+	var tail int64 // the tokens beyond totalBlocks × blockSize, which may exceed the int64 range
+	if int64(totalBlocks) <= input/int64(blockSize) {
+		tail = input - int64(totalBlocks)*int64(blockSize)
+	}
 	return Uncached{
 		input: input,
-		tail:  max(input-int64(totalBlocks)*int64(blockSize), 0),
+		tail:  tail,
 		total: float64(totalBlocks),
 		bs:    float64(blockSize),
 	}
 }
 
 // Of returns UncachedTokens(inputTokens, totalBlocks, matchedBlocks,
-// blockSize) for u's terms.
+// blockSize) for u's terms. The unmatched blocks' tokens may exceed the
+// int64 range (up to about 2¹²⁶): at or above 2⁶³ they are more than the
+// input, and the sum with the tail is clamped before it could wrap.
 func (u Uncached) Of(matchedBlocks float64) int64 {
 	m := matchedBlocks
 	if !(m >= 0) { // NaN or negative
 		m = 0
 	}
-	return min(roundTokens((u.total-min(m, u.total))*u.bs)+u.tail, u.input)
+	x := (u.total - min(m, u.total)) * u.bs
+	if x >= 1<<63 {
+		return u.input
+	}
+	return min(roundTokens(x), u.input-u.tail) + u.tail
 }
 
 // roundTokens is math.Round for the non-negative token counts of

@@ -2,6 +2,7 @@ package tokenload
 
 import (
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 
@@ -102,4 +103,66 @@ func TestRoundTokensIsMathRound(t *testing.T) {
 			t.Fatalf("roundTokens(%v) = %d, math.Round %d", x, got, want)
 		}
 	}
+}
+
+// The clamp to [0, inputTokens] holds for every argument, those whose
+// totalBlocks × blockSize or uncached block tokens are beyond the int64
+// range included (they used to wrap or convert to a negative count), and
+// the batch form agrees. With whole matched blocks the result is the exact
+// one, computed here without overflow, wherever the uncached blocks' tokens
+// are exact in a float64 (below 2⁵³) or at least twice the input (the
+// result is then the input).
+func TestUncachedTokensClampHoldsForExtremeArguments(t *testing.T) {
+	ints := []int{0, 1, 3, 10, 1 << 31, 1 << 32, 1<<62 - 1, 1 << 62, math.MaxInt - 1, math.MaxInt}
+	matched := []float64{0, 1, 2, 0.5, 1 << 31, 1 << 62, math.MaxInt, math.Inf(1)}
+	dst := make([]int64, len(matched))
+	for _, input := range ints {
+		for _, total := range ints {
+			for _, bs := range ints {
+				UncachedTokensAll(dst, input, total, matched, bs)
+				for i, m := range matched {
+					got := UncachedTokens(input, total, m, bs)
+					require.GreaterOrEqual(t, got, int64(0), "UncachedTokens(%d, %d, %v, %d)", input, total, m, bs)
+					require.LessOrEqual(t, got, int64(input), "UncachedTokens(%d, %d, %v, %d)", input, total, m, bs)
+					require.Equal(t, got, dst[i], "UncachedTokensAll(%d, %d, %v, %d)", input, total, m, bs)
+					if want, ok := exactUncached(input, total, m, bs); ok {
+						require.Equal(t, want, got, "UncachedTokens(%d, %d, %v, %d)", input, total, m, bs)
+					}
+				}
+			}
+		}
+	}
+	require.Equal(t, int64(10), UncachedTokens(10, 3, 0, 1<<62), "3 × 2⁶² wraps to a negative count of indexed tokens")
+	require.Equal(t, int64(math.MaxInt64), UncachedTokens(math.MaxInt, 1<<32, 0, 1<<32), "2⁶⁴ wraps to 0")
+}
+
+// exactUncached is UncachedTokens in exact arithmetic, for a whole number
+// of matched blocks, and whether the float64 rounding UncachedTokens does
+// cannot move it (see TestUncachedTokensClampHoldsForExtremeArguments).
+func exactUncached(input, total int, matched float64, bs int) (int64, bool) {
+	in := big.NewInt(int64(max(input, 0)))
+	if bs <= 0 || total <= 0 {
+		return in.Int64(), true
+	}
+	if math.IsInf(matched, 0) || matched != math.Trunc(matched) {
+		return 0, false
+	}
+	tot, b := big.NewInt(int64(total)), big.NewInt(int64(bs))
+	m, _ := big.NewFloat(matched).Int(nil)
+	if m.Cmp(tot) > 0 {
+		m = tot
+	}
+	blocks := new(big.Int).Mul(new(big.Int).Sub(tot, m), b)
+	v := new(big.Int).Set(blocks)
+	if tail := new(big.Int).Sub(in, new(big.Int).Mul(tot, b)); tail.Sign() > 0 {
+		v.Add(v, tail)
+	}
+	exact := blocks.Cmp(big.NewInt(1<<53)) < 0
+	switch {
+	case blocks.Cmp(new(big.Int).Lsh(in, 1)) >= 0:
+		return in.Int64(), true
+	case v.Cmp(in) > 0:
+		return in.Int64(), exact
+	}
+	return v.Int64(), exact
 }
