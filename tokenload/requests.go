@@ -34,6 +34,11 @@ var (
 	// ErrInvalidRequestID means the ID is empty or longer than
 	// MaxRequestIDBytes.
 	ErrInvalidRequestID = errors.New("tokenload: invalid request ID")
+	// ErrNilHandle means the handle is nil (a nil Handle or a nil
+	// *Inflight): the host's mistake. Filed, it would panic when the table
+	// releases it on expiry or eviction, possibly on the expiry timer's
+	// goroutine.
+	ErrNilHandle = errors.New("tokenload: nil request handle")
 )
 
 // RequestTableConfig bounds a RequestTable.
@@ -65,7 +70,7 @@ type Options struct {
 const (
 	IDRegistered = "registered" // Register accepted the ID
 	IDDuplicate  = "duplicate"  // Register refused an ID still in flight
-	IDInvalid    = "invalid"    // Register refused an empty or over-long ID
+	IDInvalid    = "invalid"    // Register refused an empty or over-long ID, or a nil handle
 	IDUnknown    = "unknown"    // FirstChunk or Done for an ID not in flight
 	IDExpired    = "expired"    // dropped after TTL without Done; its load released
 	IDEvicted    = "evicted"    // dropped at MaxRequests without Done; its load released
@@ -216,14 +221,18 @@ func (t *RequestTable) Close() {
 }
 
 // Register files h, a dispatched request's handle, under id. It fails with
-// ErrInvalidRequestID for an empty or over-long id and with
-// ErrDuplicateRequestID while another request with that id is in flight; h
-// is then untouched. Before inserting, expired entries are released and
+// ErrInvalidRequestID for an empty or over-long id, with ErrNilHandle for a
+// nil h (or a nil *Inflight) and with ErrDuplicateRequestID while another
+// request with that id is in flight; h is then untouched. Before inserting, expired entries are released and
 // dropped, and at MaxRequests the oldest entry is.
 func (t *RequestTable) Register(id string, h Handle) error {
 	if id == "" || len(id) > MaxRequestIDBytes {
 		t.ids[IDInvalid].Inc()
 		return fmt.Errorf("%w: %d bytes (1 to %d allowed)", ErrInvalidRequestID, len(id), MaxRequestIDBytes)
+	}
+	if in, ok := h.(*Inflight); h == nil || ok && in == nil {
+		t.ids[IDInvalid].Inc()
+		return fmt.Errorf("%w for request %q", ErrNilHandle, id)
 	}
 	now := t.now()
 	t.mu.Lock()
