@@ -2,15 +2,20 @@ package extproc
 
 import (
 	"bufio"
+	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/admission"
 	"github.com/kvroute/kvroute/contrib/extproc/envoysim"
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
@@ -136,4 +141,69 @@ func TestEndToEndFallbackServesWhenThePickFails(t *testing.T) {
 	readAll(t, resp.Body)
 	h.idle()
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_served_fallback_total", nil))
+}
+
+// After a fallback served, the request's first chunk and its end move the
+// fallback's accounting, and the admission is told of the fallback, not the
+// pick: a request the queue just released to the pick keeps its claim
+// there, so the next queued request is not let through behind it before
+// its pick shows. Each way the request ends is checked: its first chunk,
+// its end of stream, and its stream going away.
+func TestProcessServedFallbackNotifiesTheAdmissionOfTheFallback(t *testing.T) {
+	for _, end := range []string{"first chunk", "end of stream", "stream gone"} {
+		t.Run(end, func(t *testing.T) {
+			defer leakcheck.Check(t)()
+			acfg := admission.Config{
+				Saturation: admission.Saturation{MaxPrefillBacklog: -1, MaxOpenRequests: 1},
+				// Nothing but Notify and arrivals serves the queue, and a
+				// claim lapses only when its endpoint's accounting moves.
+				Recheck: time.Hour, Settle: time.Hour,
+			}
+			h := newHarnessWith(t, Config{Fallbacks: 1}, &acfg, engineOpts{}, engineOpts{})
+			defer h.close()
+			ctx, cancel := context.WithCancel(ctxT(t))
+			st, err := h.client.Process(ctx)
+			require.NoError(t, err)
+			hr := sendRequest(t, st, completionsBody(prompt(24, 40, "claims"), false), nil)
+			ids := strings.Split(setHeader(hr.GetRequestHeaders().GetResponse().GetHeaderMutation(), DefaultDestinationHeader), ",")
+			require.Len(t, ids, 2)
+			pick, fallback := ids[0], ids[1]
+			onPick := []kvroute.Endpoint{{ID: pick}}
+
+			// A request for the pick alone queues behind the open request
+			// there, and is released to it when the load moves to the
+			// fallback: it claims the pick and never shows there.
+			released := admitAsync(ctx, h.adm, onPick)
+			require.Eventually(t, func() bool { return h.adm.Queued() == 1 }, wait, time.Millisecond)
+			require.NoError(t, st.Send(respHeaders(fallback, end == "end of stream")))
+			_, err = st.Recv()
+			require.NoError(t, err)
+			require.NoError(t, <-released)
+
+			// The next one waits on the claim.
+			next := admitAsync(ctx, h.adm, onPick)
+			require.Eventually(t, func() bool { return h.adm.Queued() == 1 }, wait, time.Millisecond)
+			if end == "first chunk" {
+				require.NoError(t, st.Send(respBody("data: {}\n\n", false)))
+				_, err = st.Recv() // answered after the admission was told
+				require.NoError(t, err)
+				require.Equal(t, 1, h.adm.Queued(), "the pick's claim stands: the fallback's accounting moved")
+			}
+			require.NoError(t, st.CloseSend())
+			_, err = st.Recv() // the stream ends once the picker let go of the request
+			require.ErrorIs(t, err, io.EOF)
+			require.Equal(t, 1, h.adm.Queued(), "the pick's claim stands: the fallback's accounting moved")
+			cancel()
+			require.ErrorIs(t, <-next, context.Canceled)
+			h.idle()
+		})
+	}
+}
+
+// admitAsync runs the admission's Admit for a request whose candidates are
+// eps on a goroutine, and delivers its answer.
+func admitAsync(ctx context.Context, adm *admission.Controller, eps []kvroute.Endpoint) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- adm.Admit(ctx, &kvroute.Request{}, eps) }()
+	return done
 }

@@ -23,6 +23,7 @@ func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extp
 		// the list): the request's load moves to the fallback that served.
 		st.srv.met.servedMismatch.Inc()
 		if st.decision.Served(served) {
+			st.moved = served
 			st.srv.met.servedFallback.Inc()
 			st.srv.notify(st.endpoint)
 			st.srv.notify(served)
@@ -91,7 +92,7 @@ func (st *streamState) responseBody(b *extprocv3.HttpBody) error {
 		st.firstOut = true
 		if st.decision != nil {
 			st.decision.FirstChunk()
-			st.srv.notify(st.decision.Endpoint.ID)
+			st.srv.notify(st.accountedAt())
 		}
 	}
 	if st.scanning {
@@ -125,8 +126,19 @@ func (st *streamState) release() {
 	if st.decision != nil && !st.done {
 		st.done = true
 		st.decision.Done(info)
-		st.srv.notify(st.decision.Endpoint.ID)
+		st.srv.notify(st.accountedAt())
 	}
+}
+
+// accountedAt is the endpoint that holds the request's load, the one the
+// admission is told of when it moves: the fallback that served the request
+// once Decision.Served moved the load there, else the pick. Naming the pick
+// after the move would drop a claim another request's release took on it.
+func (st *streamState) accountedAt() string {
+	if st.moved != "" {
+		return st.moved
+	}
+	return st.decision.Endpoint.ID
 }
 
 // responseMeta reads a response's status code (0 when absent or malformed)

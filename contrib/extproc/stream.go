@@ -41,6 +41,7 @@ type streamState struct {
 	endpoint string            // the pick
 	list     []string          // the pick and its fallbacks, as sent to Envoy
 	served   string            // the endpoint Envoy reported as having served
+	moved    string            // served, once Decision.Served moved the request's load there
 	model    string            // the body's model
 	result   string            // the stream's result, for the status page
 	firstOut bool
@@ -112,7 +113,7 @@ func (st *streamState) finish() {
 		st.done = true
 		st.decision.Done(kvroute.DoneInfo{Err: errors.New("extproc: stream ended before the response")})
 		st.srv.met.aborted.Inc()
-		st.srv.notify(st.decision.Endpoint.ID)
+		st.srv.notify(st.accountedAt())
 	}
 	if st.result != "" {
 		st.record()
