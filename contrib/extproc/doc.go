@@ -68,7 +68,10 @@
 //     comma-separated too), only those endpoints are candidates; a bare "ip"
 //     names every endpoint on that address (each data-parallel rank), and
 //     addresses compare as addresses. An empty or ineligible list is
-//     answered 503.
+//     answered 503. A value in the hint that is not a string (a list item,
+//     or the hint itself when it is no list) names no endpoint and is
+//     counted in kvroute_extproc_invalid_subset_hints_total; the 503 for
+//     want of an eligible endpoint then says the hint was malformed.
 //   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
 //     when the body exceeds the configured limit, 400 when it is not JSON
 //     (an empty body included), 404 NotFoundError (vLLM's and the gateway's

@@ -65,9 +65,9 @@ func FuzzEnvoyHeadersAndMetadata(f *testing.F) {
 		}
 		for _, v := range []*structpb.Value{structpb.NewStringValue(hint), structpb.NewListValue(&structpb.ListValue{Values: list})} {
 			md := &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{ns: {Fields: map[string]*structpb.Value{key: v}}}}
-			ids, ok := subsetHint(md, ns, key)
-			if !ok {
-				t.Fatal("a present hint read as absent")
+			ids, ok, bad := subsetHint(md, ns, key)
+			if !ok || bad != "" {
+				t.Fatalf("a present hint of strings read as absent (%v) or malformed (%q)", !ok, bad)
 			}
 			for _, id := range ids {
 				if id == "" || id != strings.TrimSpace(id) {
@@ -78,7 +78,7 @@ func FuzzEnvoyHeadersAndMetadata(f *testing.F) {
 				t.Fatalf("served endpoint %q, %v from %q", served, ok, hint)
 			}
 		}
-		if _, ok := subsetHint(&corev3.Metadata{}, ns, key); ok {
+		if _, ok, _ := subsetHint(&corev3.Metadata{}, ns, key); ok {
 			t.Fatal("an absent hint read as present")
 		}
 	})

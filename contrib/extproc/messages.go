@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -17,25 +18,55 @@ import (
 // gateway that copies a request header into the list writes its value as
 // one item), so every item is split as the single string is. ok is false
 // when the key is absent, in which case every endpoint is a candidate; a
-// present but empty list admits none.
-func subsetHint(md *corev3.Metadata, namespace, key string) (ids []string, ok bool) {
+// present but empty list admits none. A value that is not a string (a list
+// item, or the hint itself when it is no list either) names no endpoint:
+// bad then says which, for the stream to count and to tell the client; ""
+// when the hint is well formed.
+func subsetHint(md *corev3.Metadata, namespace, key string) (ids []string, ok bool, bad string) {
 	ns := md.GetFilterMetadata()[namespace]
 	if ns == nil {
-		return nil, false
+		return nil, false, ""
 	}
 	v, present := ns.GetFields()[key]
 	if !present {
-		return nil, false
+		return nil, false, ""
 	}
 	switch k := v.GetKind().(type) {
 	case *structpb.Value_ListValue:
-		for _, item := range k.ListValue.GetValues() {
-			ids = appendEntries(ids, item.GetStringValue())
+		for i, item := range k.ListValue.GetValues() {
+			s, isString := item.GetKind().(*structpb.Value_StringValue)
+			if !isString {
+				if bad == "" {
+					bad = fmt.Sprintf("item %d is %s, not a string", i+1, valueKind(item))
+				}
+				continue
+			}
+			ids = appendEntries(ids, s.StringValue)
 		}
 	case *structpb.Value_StringValue:
 		ids = appendEntries(ids, k.StringValue)
+	default:
+		bad = "it is " + valueKind(v) + ", not a list or a string"
 	}
-	return ids, true
+	return ids, true, bad
+}
+
+// valueKind names a metadata value's kind, for an error message.
+func valueKind(v *structpb.Value) string {
+	switch v.GetKind().(type) {
+	case *structpb.Value_NumberValue:
+		return "a number"
+	case *structpb.Value_BoolValue:
+		return "a bool"
+	case *structpb.Value_StructValue:
+		return "an object"
+	case *structpb.Value_ListValue:
+		return "a list"
+	case *structpb.Value_StringValue:
+		return "a string"
+	default:
+		return "null"
+	}
 }
 
 // appendEntries appends the non-empty, trimmed entries of a comma-separated

@@ -39,6 +39,8 @@ func (st *streamState) route(body []byte) error {
 		switch {
 		case selected:
 			msg = "no endpoint named in the " + ConformanceSelectionHeader + " header is eligible"
+		case st.hasHint && st.badHint != "":
+			msg = "no endpoint of the subset hint is eligible: the subset hint is malformed (" + st.badHint + ")"
 		case st.hasHint:
 			msg = "no endpoint of the subset hint is eligible"
 		}

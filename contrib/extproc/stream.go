@@ -31,6 +31,7 @@ type streamState struct {
 	rewrite  string   // the :path the engine gets instead of the client's; "" keeps it
 	subset   []string // the subset hint; nil when absent
 	hasHint  bool
+	badHint  string // why the subset hint is malformed; "" when it is not
 	body     []byte
 	held     int64 // the bytes of Server.bodies the body's buffer holds
 	headers  bool  // the request headers came
@@ -160,7 +161,10 @@ func (st *streamState) handle(req *extprocv3.ProcessingRequest) error {
 		st.reqMode, st.knowsMode = pc.GetRequestBodyMode(), true
 	}
 	if md := req.GetMetadataContext(); md != nil && !st.hasHint {
-		st.subset, st.hasHint = subsetHint(md, st.srv.cfg.SubsetNamespace, st.srv.cfg.SubsetKey)
+		st.subset, st.hasHint, st.badHint = subsetHint(md, st.srv.cfg.SubsetNamespace, st.srv.cfg.SubsetKey)
+		if st.badHint != "" {
+			st.srv.met.invalidHints.Inc()
+		}
 	}
 	switch v := req.Request.(type) {
 	case *extprocv3.ProcessingRequest_RequestHeaders:

@@ -1,6 +1,7 @@
 package extproc
 
 import (
+	"encoding/json"
 	"net"
 	"net/http"
 	"testing"
@@ -107,4 +108,61 @@ func TestSubsetCandidatesForms(t *testing.T) {
 	} {
 		require.Equal(t, c.want, ids(subsetCandidates(c.hint, eps)), "hint %q", c.hint)
 	}
+}
+
+// subsetValueMD is the subset hint as any metadata value.
+func subsetValueMD(v *structpb.Value) *corev3.Metadata {
+	inner := &structpb.Struct{Fields: map[string]*structpb.Value{DefaultSubsetKey: v}}
+	return &corev3.Metadata{FilterMetadata: map[string]*structpb.Struct{DefaultSubsetNamespace: inner}}
+}
+
+// A subset hint value that is not a string, a list item or the hint itself,
+// names no endpoint and is counted; when no endpoint is left, the 503 says
+// the hint was malformed instead of only that none of it is eligible. The
+// hint's well-formed entries still route.
+func TestProcessSubsetHintNotAString(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{}, engineOpts{})
+	defer h.close()
+	message := func(md *corev3.Metadata) string {
+		t.Helper()
+		st, err := h.client.Process(ctxT(t))
+		require.NoError(t, err)
+		require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, md)))
+		require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(6, 40, "hint"), false), true)))
+		resp, err := st.Recv()
+		require.NoError(t, err)
+		ir := resp.GetImmediateResponse()
+		require.NotNil(t, ir, "an immediate response (got %T)", resp.Response)
+		require.EqualValues(t, http.StatusServiceUnavailable, ir.GetStatus().GetCode())
+		drain(t, st)
+		var body struct{ Error struct{ Message string } }
+		require.NoError(t, json.Unmarshal(ir.GetBody(), &body))
+		return body.Error.Message
+	}
+	invalid := func() float64 { return h.counter("kvroute_extproc_invalid_subset_hints_total", nil) }
+
+	list, err := structpb.NewList([]any{"10.0.0.9:8000", 8000.0})
+	require.NoError(t, err)
+	msg := message(subsetValueMD(structpb.NewListValue(list)))
+	require.Contains(t, msg, "subset hint is malformed")
+	require.Contains(t, msg, "item 2 is a number")
+	require.Equal(t, 1.0, invalid())
+
+	msg = message(subsetValueMD(structpb.NewBoolValue(true)))
+	require.Contains(t, msg, "subset hint is malformed")
+	require.Contains(t, msg, "a bool")
+	require.Equal(t, 2.0, invalid())
+
+	msg = message(subsetMD("10.0.0.9:8000"))
+	require.NotContains(t, msg, "malformed", "a well-formed hint that names no endpoint")
+	require.Equal(t, 2.0, invalid())
+
+	list, err = structpb.NewList([]any{nil, h.engines[1].id})
+	require.NoError(t, err)
+	dest, code := pickWithHint(t, h, subsetValueMD(structpb.NewListValue(list)))
+	require.Equal(t, http.StatusOK, code)
+	require.Equal(t, h.engines[1].id, dest)
+	require.Equal(t, 3.0, invalid())
+	h.idle()
 }
