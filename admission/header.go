@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -78,4 +79,16 @@ func HTTPStatus(err error) (status int, ok bool) {
 		return http.StatusServiceUnavailable, true
 	}
 	return 0, false
+}
+
+// RetryAfterValue renders a retry hint as the Retry-After header's value:
+// whole seconds, rounded up, at least 1 (a hint of 0 would invite the retry
+// at once). Rounding up cannot overflow: a hint within a second of the
+// largest Duration gives its own count of seconds rather than wrapping.
+func RetryAfterValue(d time.Duration) string {
+	secs := int64(d / time.Second)
+	if d%time.Second > 0 {
+		secs++
+	}
+	return strconv.FormatInt(max(secs, 1), 10)
 }

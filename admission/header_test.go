@@ -52,3 +52,17 @@ func TestFromHeaderReadsBothProjectsHeaders(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+// RetryAfterValue is the hint in whole seconds, rounded up and at least 1;
+// a hint within a second of the largest Duration saturates instead of
+// wrapping to a negative count (which would read as 1).
+func TestRetryAfterValueRoundsUpAndSaturates(t *testing.T) {
+	const longest = time.Duration(1<<63 - 1)
+	for hint, want := range map[time.Duration]string{
+		-time.Second: "1", 0: "1", time.Nanosecond: "1", time.Second: "1", time.Second + 1: "2",
+		3 * time.Second: "3", longest: "9223372037", longest - time.Second + 2: "9223372036",
+		longest - longest%time.Second: "9223372036",
+	} {
+		require.Equal(t, want, RetryAfterValue(hint), "hint %v", hint)
+	}
+}

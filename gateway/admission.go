@@ -2,8 +2,6 @@ package gateway
 
 import (
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
@@ -27,11 +25,6 @@ const (
 	// HeaderAdmission names why the admission refused a request.
 	HeaderAdmission = admission.HeaderAdmission
 )
-
-// retryAfter renders d as Retry-After seconds, at least 1.
-func retryAfter(d time.Duration) string {
-	return strconv.FormatInt(max(int64((d+time.Second-1)/time.Second), 1), 10)
-}
 
 // notify tells the admission that d's endpoint's accounting moved.
 func (h *Handler) notify(d *kvroute.Decision) {
@@ -64,7 +57,7 @@ func (h *Handler) refuse(w http.ResponseWriter, api render.API, am *apiMetrics, 
 		hint = h.admission.Config().RetryAfter
 	}
 	w.Header().Set(HeaderAdmission, admission.Reason(err))
-	w.Header().Set("Retry-After", retryAfter(hint))
+	w.Header().Set("Retry-After", admission.RetryAfterValue(hint))
 	writeError(w, api, status, err.Error())
 	return true
 }

@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"strconv"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -37,10 +36,9 @@ const (
 // admissionHeaders are the refusal's headers: the reason, and Retry-After
 // in whole seconds (at least 1).
 func admissionHeaders(err error, retry time.Duration) []*corev3.HeaderValueOption {
-	secs := max(int64((retry+time.Second-1)/time.Second), 1)
 	return []*corev3.HeaderValueOption{
 		header(HeaderAdmission, admission.Reason(err)),
-		header("retry-after", strconv.FormatInt(secs, 10)),
+		header("retry-after", admission.RetryAfterValue(retry)),
 	}
 }
 

@@ -315,3 +315,19 @@ func TestAdmissionDispatchGateHoldsSheddable(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.StatusCode, body)
 	h.idle()
 }
+
+// The refusal's Retry-After is the hint in whole seconds, rounded up and at
+// least 1; a hint within a second of the largest duration saturates instead
+// of wrapping to a negative count (read as 1).
+func TestAdmissionRetryAfterSaturates(t *testing.T) {
+	const longest = time.Duration(1<<63 - 1)
+	for hint, want := range map[time.Duration]string{longest: "9223372037", longest - time.Second + 2: "9223372036", 2500 * time.Millisecond: "3", 0: "1"} {
+		var got string
+		for _, h := range admissionHeaders(admission.ErrShed, hint) {
+			if h.GetHeader().GetKey() == "retry-after" {
+				got = string(h.GetHeader().GetRawValue())
+			}
+		}
+		require.Equal(t, want, got, "hint %v", hint)
+	}
+}
