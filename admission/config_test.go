@@ -44,3 +44,12 @@ func TestZeroConfigTakesTheDefaults(t *testing.T) {
 		t.Fatalf("defaults not applied: %+v", got)
 	}
 }
+
+// A nil engine detector is refused by New, naming its position, instead of
+// panicking on the first request that needs a saturation check.
+func TestNewRefusesANilDetector(t *testing.T) {
+	_, err := New(Config{}, Options{Detectors: []Detector{newSwitch(), nil}})
+	if err == nil || !strings.Contains(err.Error(), "Detectors[1]") {
+		t.Fatalf("New with a nil Detectors[1]: %v, want an error naming Detectors[1]", err)
+	}
+}

@@ -26,7 +26,7 @@ type Options struct {
 	telemetry.Set
 	// Detectors are the engines' saturation signals (an
 	// enginemetrics.Scraper, for one), consulted in order after kvroute's
-	// own accounting; see Controller.
+	// own accounting; see Controller. A nil entry is refused by New.
 	Detectors []Detector
 	// Load is the load tracker of kvroute's own accounting; nil until
 	// SetLoad (a Router's tracker exists only after the Router).
@@ -102,12 +102,17 @@ type Controller struct {
 	gatesPruneAt int
 }
 
-// New validates cfg and builds a Controller. Pass it as
+// New validates cfg and opts and builds a Controller. Pass it as
 // kvroute.Options.Admission and, once the Router exists, give it the
 // Router's load tracker with SetLoad.
 func New(cfg Config, opts Options) (*Controller, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	for i, d := range opts.Detectors {
+		if d == nil { // it would panic on the first saturation check
+			return nil, fmt.Errorf("admission: Options.Detectors[%d] is nil", i)
+		}
 	}
 	cfg = cfg.withDefaults()
 	c := &Controller{
