@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/kvroute/kvroute/internal/recent"
 )
 
 // The request headers an HTTP host reads for the admission (FromHeader),
@@ -61,11 +63,23 @@ func FromHeader(ctx context.Context, h http.Header, now time.Time) (context.Cont
 	if v := h.Get(HeaderQueueTimeout); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 || d > MaxQueueTimeout {
-			return ctx, fmt.Errorf("header %s: %q is not a duration in (0, %v] such as \"500ms\" or \"2s\"", HeaderQueueTimeout, v, MaxQueueTimeout)
+			return ctx, fmt.Errorf("header %s: %s is not a duration in (0, %v] such as \"500ms\" or \"2s\"", HeaderQueueTimeout, quoteValue(v), MaxQueueTimeout)
 		}
 		ctx = WithDeadline(ctx, now.Add(d))
 	}
 	return ctx, nil
+}
+
+// quoteValue quotes a client's header value for an error, cut to
+// recent.MaxText bytes (marked with "..." after the quote) so that the
+// error, which a host may log and send back, stays small however long the
+// header the client sent.
+func quoteValue(v string) string {
+	c, cut := recent.Clip(v)
+	if cut {
+		return strconv.Quote(c) + "..."
+	}
+	return strconv.Quote(c)
 }
 
 // HTTPStatus maps a refusal to its HTTP answer: 429 (with Retry-After) for

@@ -3,10 +3,13 @@ package admission
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute/internal/recent"
 )
 
 // FromHeader reads the Inference Extension's headers and llm-d's names for
@@ -65,4 +68,15 @@ func TestRetryAfterValueRoundsUpAndSaturates(t *testing.T) {
 	} {
 		require.Equal(t, want, RetryAfterValue(hint), "hint %v", hint)
 	}
+}
+
+// The error for a malformed queue timeout quotes the client's value cut to
+// recent.MaxText bytes, so that a huge header does not make a huge error.
+func TestFromHeaderCutsAHugeMalformedTimeoutInItsError(t *testing.T) {
+	h := http.Header{}
+	h.Set(HeaderQueueTimeout, strings.Repeat("9", 1<<20))
+	_, err := FromHeader(context.Background(), h, time.Unix(1_700_000_000, 0))
+	require.Error(t, err)
+	require.Less(t, len(err.Error()), 2*recent.MaxText)
+	require.Contains(t, err.Error(), strings.Repeat("9", recent.MaxText)+`"...`)
 }
