@@ -50,7 +50,8 @@ const (
 type Headroom struct {
 	// MaxWaiting: a sheddable request is held while the engine's waiting
 	// requests, plus the sheddable requests the gate let through to it since
-	// that scrape, reach this; 0 means DefaultHeadroomWaiting, negative
+	// that scrape (none when the signal has no scrape time, see
+	// EngineSignals), reach this; 0 means DefaultHeadroomWaiting, negative
 	// ignores the waiting requests.
 	MaxWaiting int `json:"maxWaiting"`
 	// MaxKVCache: a sheddable request is held while the engine's KV-cache
@@ -67,7 +68,13 @@ type Headroom struct {
 // EngineSignals is the engines' scraped state the gate reads: an
 // enginemetrics.Scraper. fresh is false when the endpoint has no recent
 // successful scrape; the gate then judges it by kvroute's own accounting
-// (a stale signal never counts as headroom).
+// (a stale signal never counts as headroom). Signal.Scraped tells the gate
+// when the engine's counts were taken, so that it also counts the
+// sheddable requests it sent since (Headroom.MaxWaiting). A signal whose
+// Scraped is zero names no such time: the gate then takes every read as a
+// new scrape and judges the engine by the signal's counts alone, which
+// never holds a request for the gate's own sends but may let a burst
+// through between two scrapes; a host's EngineSignals should set Scraped.
 type EngineSignals interface {
 	Signal(ep kvroute.Endpoint) (sig enginemetrics.Signal, fresh bool)
 }
@@ -287,15 +294,15 @@ func (c *Controller) dropIdleLocked(ep string, g *gateEndpoint) {
 
 // pruneGatesLocked forgets the state of every endpoint where nothing waits
 // and whose sent count no longer matters: a newer scrape came (the count
-// would restart from it) or the signal went stale (the own accounting
-// decides). The re-check runs it, and gateLocked as the map grows, so the
+// would restart from it), the signal has no scrape time (the count restarts
+// at every read) or the signal went stale (the own accounting decides). The re-check runs it, and gateLocked as the map grows, so the
 // gates of endpoints that are gone do not stay.
 func (c *Controller) pruneGatesLocked() {
 	for id, g := range c.gates {
 		if len(g.held) > 0 {
 			continue
 		}
-		if sig, fresh := c.signals.Signal(g.ep); !fresh || !sig.Scraped.Equal(g.scraped) {
+		if sig, fresh := c.signals.Signal(g.ep); !fresh || sig.Scraped.IsZero() || !sig.Scraped.Equal(g.scraped) {
 			delete(c.gates, id)
 		}
 	}
@@ -379,8 +386,8 @@ func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint, unsent
 		_, open := c.own.version(ep.ID)
 		return open <= int64(unsent)
 	}
-	if !sig.Scraped.Equal(g.scraped) {
-		g.scraped, g.sent = sig.Scraped, 0
+	if sig.Scraped.IsZero() || !sig.Scraped.Equal(g.scraped) {
+		g.scraped, g.sent = sig.Scraped, 0 // without a scrape time, each read is a new scrape
 	}
 	h := c.cfg.Headroom
 	if h.MaxKVCache >= 0 && sig.KVCacheUsage >= h.MaxKVCache {

@@ -579,3 +579,34 @@ func goroutineIn(fn string) bool {
 	buf := make([]byte, 1<<20)
 	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
+
+// A host's EngineSignals that leaves Signal.Scraped zero gives the gate no
+// scrape time to count the requests it sent from: each read is then taken
+// as a new scrape, so the gate judges the engine's waiting requests and KV
+// cache alone instead of holding every sheddable request once MaxWaiting
+// were sent, and the endpoint's gate state is not kept for a count that
+// never restarts.
+func TestGateWithoutAScrapeTimeJudgesEachSignalAlone(t *testing.T) {
+	g := newGateFixture(t, Config{})
+	g.sig.set("a:1", 0, 0.1, time.Time{}) // room, no scrape time
+	for i := range 2 * DefaultHeadroomWaiting {
+		out := make(chan result, 1)
+		g.hold(t, ctxFor("batch", ""), fmt.Sprint(i), epA, out)
+		if pending(out) {
+			t.Fatalf("request %d held by an engine with room whose signal has no scrape time", i)
+		}
+	}
+	g.c.mu.Lock()
+	g.c.pruneGatesLocked()
+	_, kept := g.c.gates["a:1"]
+	g.c.mu.Unlock()
+	if kept {
+		t.Fatal("a:1's gate state kept for a sent count without a scrape time")
+	}
+	g.sig.set("a:1", DefaultHeadroomWaiting, 0.1, time.Time{}) // the engine's own queue still holds
+	out := make(chan result, 1)
+	g.hold(t, ctxFor("batch", ""), "waiting", epA, out)
+	if !pending(out) {
+		t.Fatal("a request went out to an engine with waiting requests")
+	}
+}
