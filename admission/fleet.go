@@ -1,7 +1,10 @@
 package admission
 
 import (
+	"errors"
+	"fmt"
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,9 +29,26 @@ import (
 // have are ignored and counted by the replica, as are this Controller's bands
 // a record leaves out (over 64 with requests waiting, or a priority beyond
 // ±2^31). Close stops the sharing.
-func (c *Controller) ShareQueues(rep *cluster.Replica) {
+//
+// A Controller shares with one replica: a call with the replica it already
+// shares with does nothing, one with another replica returns an error (the
+// first would otherwise go on publishing this Controller's depths after
+// Close), and so does a call after Close (ErrClosed), which would otherwise
+// take the replica's sharing from the Controller that replaced this one.
+func (c *Controller) ShareQueues(rep *cluster.Replica) error {
 	if rep == nil {
-		return
+		return nil
+	}
+	c.fleet.share.Lock()
+	defer c.fleet.share.Unlock()
+	if c.closed.Load() {
+		return fmt.Errorf("%w: queues not shared", ErrClosed)
+	}
+	if cur := c.fleet.rep.Load(); cur != nil {
+		if cur == rep {
+			return nil
+		}
+		return errors.New("admission: ShareQueues: the queues are already shared with another replica")
 	}
 	prios := make([]int, len(c.bands))
 	for i, b := range c.bands {
@@ -36,6 +56,7 @@ func (c *Controller) ShareQueues(rep *cluster.Replica) {
 	}
 	c.fleet.rep.Store(rep)
 	rep.ShareQueues(prios, c.depths)
+	return nil
 }
 
 // depths appends the queue depth of every band, highest priority first.
@@ -48,8 +69,11 @@ func (c *Controller) depths(dst []cluster.QueueDepth) []cluster.QueueDepth {
 	return dst
 }
 
-// stopSharing detaches the replica ShareQueues was given, if any.
+// stopSharing detaches the replica ShareQueues was given, if any. Close
+// calls it once closed is set, so no ShareQueues attaches one after it.
 func (c *Controller) stopSharing() {
+	c.fleet.share.Lock()
+	defer c.fleet.share.Unlock()
 	if rep := c.fleet.rep.Swap(nil); rep != nil {
 		rep.ShareQueues(nil, nil)
 	}
@@ -57,10 +81,15 @@ func (c *Controller) stopSharing() {
 
 // fleetGauge is kvroute_admission_fleet_queue_size: per configured band,
 // the requests waiting here plus those the live peers last published.
+// share serializes ShareQueues and stopSharing, which write rep; it is
+// never taken under Controller.mu (the replica's refresh calls depths, which
+// takes Controller.mu, under the replica's own lock, which ShareQueues takes
+// under share).
 type fleetGauge struct {
-	c    *Controller
-	desc *prometheus.Desc
-	rep  atomic.Pointer[cluster.Replica]
+	c     *Controller
+	desc  *prometheus.Desc
+	share sync.Mutex
+	rep   atomic.Pointer[cluster.Replica] // the replica shared with; Collect reads it without share
 }
 
 func newFleetGauge(c *Controller) *fleetGauge {

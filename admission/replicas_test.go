@@ -149,8 +149,11 @@ func TestReplicasShareQueueDepth(t *testing.T) {
 	defer a.close()
 	b := newReplica(t, rs, "fleet", "b", true, telemetry.Set{Registerer: regB})
 	defer b.close()
-	a.ctrl.ShareQueues(a.router.Cluster())
-	b.ctrl.ShareQueues(b.router.Cluster())
+	for _, r := range []*replica{a, b} {
+		if err := r.ctrl.ShareQueues(r.router.Cluster()); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eps := []kvroute.Endpoint{{ID: "10.0.0.1:8000"}}
 	for _, r := range []*replica{a, b} {
 		if err := r.router.SetEndpoints(eps); err != nil {
@@ -196,5 +199,64 @@ func TestReplicasShareQueueDepth(t *testing.T) {
 	waitFor(t, func() bool { return fleetQueued(t, regA, "1") == 0 && fleetQueued(t, regB, "1") == 0 })
 	if v := fleetQueued(t, regB, "-1"); v != 0 {
 		t.Fatalf("fleet queue of band -1: %v, want 0", v)
+	}
+}
+
+// A Controller shares its queues with one replica: a second replica is
+// refused (the first would go on publishing this Controller's depths after
+// Close), and so is a call after Close, which would otherwise replace the
+// sharing of the Controller that took the replica over, for good. Nothing
+// is left running once everything is closed.
+func TestShareQueuesOnceAndNeverAfterClose(t *testing.T) {
+	defer leakcheck.Check(t)()
+	rs := redistest.Start(t)
+	defer func() { _ = rs.Stop() }()
+	regP := prometheus.NewRegistry()
+	a := newReplica(t, rs, "once", "a", true, telemetry.Set{})
+	defer a.close()
+	p := newReplica(t, rs, "once", "p", true, telemetry.Set{Registerer: regP})
+	defer p.close()
+	if err := p.ctrl.ShareQueues(p.router.Cluster()); err != nil {
+		t.Fatal(err)
+	}
+	old := a.ctrl
+	if err := old.ShareQueues(a.router.Cluster()); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ShareQueues(a.router.Cluster()); err != nil {
+		t.Fatalf("the same replica again: %v, want nil", err)
+	}
+	if err := old.ShareQueues(p.router.Cluster()); err == nil {
+		t.Fatal("a second replica was taken")
+	}
+	old.Close()
+	if err := old.ShareQueues(a.router.Cluster()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+
+	det := newSwitch()
+	next, err := New(Config{Objectives: []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}}},
+		Options{Detectors: []Detector{det}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if err := next.ShareQueues(a.router.Cluster()); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.ShareQueues(a.router.Cluster()); !errors.Is(err, ErrClosed) { // late: must not displace next
+		t.Fatalf("after Close: %v, want ErrClosed", err)
+	}
+	ep := kvroute.Endpoint{ID: "10.0.0.1:8000"}
+	det.set(ep.ID, true)
+	got := make(chan error, 1)
+	go func() {
+		got <- next.Admit(WithObjective(context.Background(), "chat"), tokensReq(16), []kvroute.Endpoint{ep})
+	}()
+	waitFor(t, func() bool { return next.Queued() == 1 })
+	waitFor(t, func() bool { return fleetQueued(t, regP, "1") == 1 }) // next's queue reaches p through a
+	next.Close()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued request at Close: %v, want ErrClosed", err)
 	}
 }

@@ -53,7 +53,11 @@ func (s *Server) buildRouter(ctx context.Context, cfg *ServerConfig, opts Option
 		s.closeComponents()
 		return err
 	}
-	s.wireRouter(r)
+	if err := s.wireRouter(r); err != nil {
+		r.Close()
+		s.closeComponents()
+		return err
+	}
 	if cfg.Proxy.Model == "" {
 		cfg.Proxy.Model = cfg.Router.Model
 	}
@@ -105,7 +109,7 @@ func (s *Server) buildScraper(cfg ServerConfig, capacities bool, set telemetry.S
 
 // wireRouter gives the components built before the Router what they read
 // from it: its events, its cluster and its load.
-func (s *Server) wireRouter(r *kvroute.Router) {
+func (s *Server) wireRouter(r *kvroute.Router) error {
 	s.router = r
 	if s.disagg != nil {
 		s.disagg.SetEventsLive(disagg.RouterEventsLive(r))
@@ -113,8 +117,11 @@ func (s *Server) wireRouter(r *kvroute.Router) {
 	s.session.Share(r.Cluster()) // nil-safe: no cluster, nothing shared
 	if s.admission != nil {
 		s.admission.SetLoad(r.Load())
-		s.admission.ShareQueues(r.Cluster()) // nil without cluster sharing: nothing to share
+		if err := s.admission.ShareQueues(r.Cluster()); err != nil { // nil without cluster sharing: nothing to share
+			return fmt.Errorf("gateway: admission: %w", err)
+		}
 	}
+	return nil
 }
 
 // checkRoundRobin rejects the options PolicyRoundRobin cannot serve: each

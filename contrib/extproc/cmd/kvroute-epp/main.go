@@ -144,7 +144,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	defer adm.close() // idempotent; runs before the router closes
 	if adm.ctl != nil {
 		adm.ctl.SetLoad(router.Load())
-		adm.ctl.ShareQueues(router.Cluster()) // nil without cluster sharing: nothing to share
+		if err := adm.ctl.ShareQueues(router.Cluster()); err != nil { // nil without cluster sharing: nothing to share
+			return err
+		}
 	}
 	picker, err := extproc.New(extproc.Config{Model: cfg.Model, MaxBodyBytes: f.maxBodyBytes, MaxBodyBytesInFlight: f.maxBodyBytesInFlight, Fallbacks: f.fallbacks,
 		ConformanceTestHooks: f.conformanceTestHooks, ObserveCachedTokens: f.observeCachedTokens,
