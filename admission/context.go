@@ -7,7 +7,7 @@ import (
 )
 
 // maxNameLen bounds objective names and fairness IDs; longer fairness IDs
-// are cut to it.
+// are cut to it (see WithFairnessID).
 const maxNameLen = 256
 
 type ctxKey uint8
@@ -29,7 +29,12 @@ func WithObjective(ctx context.Context, name string) context.Context {
 }
 
 // WithFairnessID returns ctx carrying the request's fairness ID: requests of
-// one band share dispatches fairly between fairness IDs (flows).
+// one band share dispatches fairly between fairness IDs (flows). Only the
+// ID's first 256 bytes name its flow: a longer ID, which comes from a
+// client, is cut to them so that the flows' keys stay small, and two IDs
+// that share them are one flow. Nothing is refused or counted for it; a
+// host whose clients send longer IDs maps them to shorter ones (a hash)
+// first.
 func WithFairnessID(ctx context.Context, id string) context.Context {
 	return context.WithValue(ctx, fairnessKey, id)
 }

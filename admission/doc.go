@@ -17,7 +17,8 @@
 // mirrors the Inference Extension's InferenceObjective (name → integer
 // priority); no objective, or one not in the table (counted in
 // kvroute_admission_unknown_objectives_total), gets Config.DefaultPriority.
-// A negative priority is sheddable. The flow is the fairness ID, or
+// A negative priority is sheddable. The flow is the fairness ID (its first
+// 256 bytes: two longer IDs that share them are one flow), or
 // Config.DefaultFlow. The request's record (Track; FromHeader, which the
 // gateway and the ext_proc picker use, adds it) lets Hold, called after
 // the pick with the same context, see what Admit did: when the request

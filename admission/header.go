@@ -22,7 +22,8 @@ const (
 	// HeaderObjective is absent.
 	HeaderObjectiveLLMD = "X-Llm-D-Inference-Objective"
 	// HeaderFairnessID names the request's flow: requests of one priority
-	// share the queue fairly between fairness IDs.
+	// share the queue fairly between fairness IDs (the first 256 bytes of
+	// each, WithFairnessID).
 	HeaderFairnessID = "X-Gateway-Inference-Fairness-Id"
 	// HeaderFairnessIDLLMD is llm-d's name for the fairness ID, read when
 	// HeaderFairnessID is absent: llm-d's flow control reads only this

@@ -80,3 +80,19 @@ func TestFromHeaderCutsAHugeMalformedTimeoutInItsError(t *testing.T) {
 	require.Less(t, len(err.Error()), 2*recent.MaxText)
 	require.Contains(t, err.Error(), strings.Repeat("9", recent.MaxText)+`"...`)
 }
+
+// A fairness ID names its flow by its first 256 bytes: longer IDs are cut,
+// so two that share them are one flow, and shorter ones stay apart.
+func TestFairnessIDsAreCutTo256Bytes(t *testing.T) {
+	long := strings.Repeat("t", maxNameLen)
+	flow := func(id string) string {
+		h := http.Header{}
+		h.Set(HeaderFairnessID, id)
+		ctx, err := FromHeader(context.Background(), h, time.Unix(1_700_000_000, 0))
+		require.NoError(t, err)
+		return fairnessOf(ctx)
+	}
+	require.Equal(t, long, flow(long+"-a"))
+	require.Equal(t, flow(long+"-a"), flow(long+"-b"))
+	require.NotEqual(t, flow(long[1:]+"a"), flow(long[1:]+"b"))
+}
