@@ -1,8 +1,11 @@
 package kvroute
 
 import (
+	"crypto/sha256"
 	"log/slog"
+	"slices"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,12 +38,12 @@ type modelCheck struct {
 
 	mu     sync.Mutex
 	known  map[string]Endpoint
-	seen   map[string]string // known endpoint → its topic's model (cut to maxTopicModelBytes), as last observed
-	topics map[string]string // endpoint → its topic's model, when it differs
+	seen   map[string]seenTopic // known endpoint → its topic's model, as last observed
+	topics map[string]string    // endpoint → its topic's model, when it differs
 }
 
 func newModelCheck(model string, reg prometheus.Registerer, log *slog.Logger) (*modelCheck, error) {
-	m := &modelCheck{model: model, log: log, known: map[string]Endpoint{}, seen: map[string]string{}, topics: map[string]string{},
+	m := &modelCheck{model: model, log: log, known: map[string]Endpoint{}, seen: map[string]seenTopic{}, topics: map[string]string{},
 		gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "kvroute_router_endpoint_model_mismatch",
 			Help: "1 when the endpoint's KV-event topic names another model than the router's configured model (a served-model alias or the wrong model), 0 when it names the same one.",
@@ -64,12 +67,41 @@ func (m *modelCheck) observe(endpoint, topicModel string) {
 	if !ok {
 		return // bind mode: a topic naming an endpoint the router was not given
 	}
-	served := ep.serves(topicModel, m.model)
+	seen := seenTopic{model: topicModel}
 	if len(topicModel) > maxTopicModelBytes {
-		topicModel = topicModel[:maxTopicModelBytes]
+		seen = seenTopic{model: strings.Clone(topicModel[:maxTopicModelBytes]), long: true, digest: sha256.Sum256([]byte(topicModel))}
 	}
-	m.seen[endpoint] = topicModel
-	m.checkLocked(endpoint, topicModel, served)
+	m.seen[endpoint] = seen
+	m.checkLocked(endpoint, seen.model, ep.serves(topicModel, m.model))
+}
+
+// seenTopic is the model an endpoint's topic named, kept within
+// maxTopicModelBytes: a longer name is kept cut, with the digest of the
+// whole, so that setKnown compares the whole name with the endpoint's
+// models, not its cut, which names none of them.
+type seenTopic struct {
+	model  string // cut to maxTopicModelBytes
+	long   bool   // the name was longer than maxTopicModelBytes
+	digest [sha256.Size]byte
+}
+
+// is reports whether name is the model the topic named.
+func (s seenTopic) is(name string) bool {
+	if !s.long {
+		return name == s.model
+	}
+	return len(name) > maxTopicModelBytes && name[:maxTopicModelBytes] == s.model && sha256.Sum256([]byte(name)) == s.digest
+}
+
+// servedBy is Endpoint.serves for the model the topic named.
+func (s seenTopic) servedBy(ep Endpoint, base string) bool {
+	if !s.long {
+		return ep.serves(s.model, base)
+	}
+	if len(ep.Models) == 0 {
+		return s.is(base)
+	}
+	return slices.ContainsFunc(ep.Models, s.is)
 }
 
 // checkLocked sets endpoint's state for its topic's model: the gauge, the
@@ -93,15 +125,15 @@ func (m *modelCheck) checkLocked(endpoint, topicModel string, served bool) {
 // topic last observed of each that stays against its models now: an
 // endpoint whose Models came to list its topic's model (or stopped
 // listing it) changes state at once, not at its engine's next topic,
-// which an idle engine may not send for long. A topic model cut to
-// maxTopicModelBytes is compared as cut.
+// which an idle engine may not send for long. A topic model longer than
+// maxTopicModelBytes is compared whole (seenTopic).
 func (m *modelCheck) setKnown(eps map[string]Endpoint) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.known = eps
-	for id, model := range m.seen {
+	for id, seen := range m.seen {
 		if ep, ok := eps[id]; ok {
-			m.checkLocked(id, model, ep.serves(model, m.model))
+			m.checkLocked(id, seen.model, seen.servedBy(ep, m.model))
 		}
 	}
 }

@@ -3,6 +3,7 @@ package kvroute
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -130,4 +131,39 @@ func TestModelCheckFollowsTheEndpointsModels(t *testing.T) {
 	require.Equal(t, []modelMismatch{{Endpoint: "b", TopicModel: "qwen"}}, m.mismatches())
 	require.Zero(t, gauge("a"), "a now serves its topic's model")
 	require.Equal(t, 1.0, gauge("b"), "b no longer serves its topic's model")
+}
+
+// A topic model longer than the bytes kept of it (maxTopicModelBytes) that
+// the endpoint serves stays served when SetEndpoints checks it again: the
+// check compares the whole name the topic named, not its cut, so that an
+// endpoint serving a long model name (a path, say) is not reported
+// mismatched at every SetEndpoints and back at every topic. One that
+// differs only past the cut still mismatches.
+func TestModelCheckRecheckComparesALongTopicModelWhole(t *testing.T) {
+	long := strings.Repeat("m", maxTopicModelBytes+44)
+	reg := prometheus.NewRegistry()
+	m, err := newModelCheck(long, reg, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	gauge := func(id string) float64 {
+		v, ok := gathered(t, reg, "kvroute_router_endpoint_model_mismatch", id)
+		require.True(t, ok)
+		return v
+	}
+	other := long[:maxTopicModelBytes] + strings.Repeat("x", 44)
+	eps := map[string]Endpoint{"base": {ID: "base"}, "listed": {ID: "listed", Models: []string{"qwen", other}}, "stranger": {ID: "stranger"}}
+	m.setKnown(eps)
+	m.observe("base", long)
+	m.observe("listed", other)
+	m.observe("stranger", other)
+	require.Equal(t, []modelMismatch{{Endpoint: "stranger", TopicModel: other[:maxTopicModelBytes]}}, m.mismatches())
+
+	m.setKnown(eps)
+	require.Equal(t, []modelMismatch{{Endpoint: "stranger", TopicModel: other[:maxTopicModelBytes]}}, m.mismatches())
+	require.Zero(t, gauge("base"), "base serves the router's long model")
+	require.Zero(t, gauge("listed"), "listed lists its topic's long model")
+	require.Equal(t, 1.0, gauge("stranger"))
+
+	eps["listed"] = Endpoint{ID: "listed", Models: []string{long}} // the same first bytes, another name
+	m.setKnown(eps)
+	require.Equal(t, 1.0, gauge("listed"), "a name agreeing with the topic's only up to the cut is another")
 }
