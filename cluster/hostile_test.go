@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -229,4 +230,30 @@ func TestReplicaWithAClockOffLeavesThePeersInTheMemberSet(t *testing.T) {
 		x.Close()
 		ix.Close()
 	}
+}
+
+// A record's loads, each within the wire's bound of 2⁶², add up saturating
+// rather than wrapping: a record naming the replica's endpoint twice at the
+// bound (or peers whose records together pass it) makes it the most loaded
+// endpoint, not an idle one.
+func TestRecordLoadsSaturateInsteadOfWrapping(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, false)
+	top := EndpointLoad{Endpoint: known, Tokens: 1 << 62, Requests: 1 << 62}
+	g.record(1, time.Hour, top, top)
+	x.r.read()
+	require.Equal(t, [2]int64{math.MaxInt64, math.MaxInt64}, peerLoad(x.tr, known))
+	x.r.Close()
+}
+
+// So do the load changes of a peer whose record has not been read yet.
+func TestUnrecordedPeerChangesSaturateInsteadOfWrapping(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // after the server, the ghost and the target, which Cleanup stops first
+	_, g, x := startHostile(t, false)
+	top := delta{endpoint: known, tokens: 1 << 62, requests: 1 << 62}
+	g.publish(2, top, top)
+	awaitPeerLoad(t, x.tr, known, [2]int64{math.MaxInt64, math.MaxInt64})
+	x.r.read()
+	require.Equal(t, [2]int64{math.MaxInt64, math.MaxInt64}, peerLoad(x.tr, known))
+	x.r.Close()
 }
