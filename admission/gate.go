@@ -50,9 +50,9 @@ const (
 type Headroom struct {
 	// MaxWaiting: a sheddable request is held while the engine's waiting
 	// requests, plus the sheddable requests the gate let through to it since
-	// that scrape (none when the signal has no scrape time, see
-	// EngineSignals), reach this; 0 means DefaultHeadroomWaiting, negative
-	// ignores the waiting requests.
+	// that scrape (over the last Config.Recheck interval when the signal
+	// has no scrape time, see EngineSignals), reach this; 0 means
+	// DefaultHeadroomWaiting, negative ignores the waiting requests.
 	MaxWaiting int `json:"maxWaiting"`
 	// MaxKVCache: a sheddable request is held while the engine's KV-cache
 	// usage (0 to 1) reaches this; 0 means DefaultHeadroomKVCache, negative
@@ -71,10 +71,11 @@ type Headroom struct {
 // (a stale signal never counts as headroom). Signal.Scraped tells the gate
 // when the engine's counts were taken, so that it also counts the
 // sheddable requests it sent since (Headroom.MaxWaiting). A signal whose
-// Scraped is zero names no such time: the gate then takes every read as a
-// new scrape and judges the engine by the signal's counts alone, which
-// never holds a request for the gate's own sends but may let a burst
-// through between two scrapes; a host's EngineSignals should set Scraped.
+// Scraped is zero names no such time: the gate then times the count
+// itself, restarting it once a re-check interval (Config.Recheck) passed,
+// so that at most MaxWaiting go out per interval while the signal shows
+// room, and no request is held for good by sends the signal never shows; a
+// host's EngineSignals should set Scraped.
 type EngineSignals interface {
 	Signal(ep kvroute.Endpoint) (sig enginemetrics.Signal, fresh bool)
 }
@@ -293,16 +294,17 @@ func (c *Controller) dropIdleLocked(ep string, g *gateEndpoint) {
 }
 
 // pruneGatesLocked forgets the state of every endpoint where nothing waits
-// and whose sent count no longer matters: a newer scrape came (the count
-// would restart from it), the signal has no scrape time (the count restarts
-// at every read) or the signal went stale (the own accounting decides). The re-check runs it, and gateLocked as the map grows, so the
-// gates of endpoints that are gone do not stay.
+// and whose sent count no longer matters: a newer scrape came or, for a
+// signal without a scrape time, a re-check interval passed (the count
+// would restart; countFromLocked), or the signal went stale (the own
+// accounting decides). The re-check runs it, and gateLocked as the map
+// grows, so the gates of endpoints that are gone do not stay.
 func (c *Controller) pruneGatesLocked() {
 	for id, g := range c.gates {
 		if len(g.held) > 0 {
 			continue
 		}
-		if sig, fresh := c.signals.Signal(g.ep); !fresh || sig.Scraped.IsZero() || !sig.Scraped.Equal(g.scraped) {
+		if sig, fresh := c.signals.Signal(g.ep); !fresh || !c.countFromLocked(sig, g).Equal(g.scraped) {
 			delete(c.gates, id)
 		}
 	}
@@ -386,14 +388,31 @@ func (c *Controller) headroomLocked(ep kvroute.Endpoint, g *gateEndpoint, unsent
 		_, open := c.own.version(ep.ID)
 		return open <= int64(unsent)
 	}
-	if sig.Scraped.IsZero() || !sig.Scraped.Equal(g.scraped) {
-		g.scraped, g.sent = sig.Scraped, 0 // without a scrape time, each read is a new scrape
+	if from := c.countFromLocked(sig, g); !from.Equal(g.scraped) {
+		g.scraped, g.sent = from, 0
 	}
 	h := c.cfg.Headroom
 	if h.MaxKVCache >= 0 && sig.KVCacheUsage >= h.MaxKVCache {
 		return false
 	}
 	return h.MaxWaiting < 0 || sig.Waiting+g.sent < h.MaxWaiting
+}
+
+// countFromLocked is the time g's sent count counts from under the fresh
+// signal sig: its scrape time. A signal without one (zero Scraped) gets the
+// gate's own: the count goes on from when it began until a re-check
+// interval passed, then restarts now. Restarting it at every read instead
+// would let every held request out in one pass, and never restarting it
+// would hold them for good once MaxWaiting were sent.
+func (c *Controller) countFromLocked(sig enginemetrics.Signal, g *gateEndpoint) time.Time {
+	if !sig.Scraped.IsZero() {
+		return sig.Scraped
+	}
+	now := c.clock.Now()
+	if g.scraped.IsZero() || now.Sub(g.scraped) >= c.cfg.Recheck || now.Before(g.scraped) {
+		return now
+	}
+	return g.scraped
 }
 
 // serveGatesLocked sends held requests to every endpoint that has headroom,

@@ -581,30 +581,62 @@ func goroutineIn(fn string) bool {
 }
 
 // A host's EngineSignals that leaves Signal.Scraped zero gives the gate no
-// scrape time to count the requests it sent from: each read is then taken
-// as a new scrape, so the gate judges the engine's waiting requests and KV
-// cache alone instead of holding every sheddable request once MaxWaiting
-// were sent, and the endpoint's gate state is not kept for a count that
-// never restarts.
-func TestGateWithoutAScrapeTimeJudgesEachSignalAlone(t *testing.T) {
-	g := newGateFixture(t, Config{})
+// scrape time to count the requests it sent from: the gate times the count
+// itself over a re-check interval. Within one, no more than MaxWaiting go
+// out however many are held (the signal cannot show them yet), and the
+// count is kept for them; once it passed, the re-check restarts the count
+// and sends the next, instead of holding every sheddable request for good
+// once MaxWaiting were sent; and the engine's own queue still holds.
+func TestGateWithoutAScrapeTimeCountsItsSendsPerRecheck(t *testing.T) {
+	g := newGateFixture(t, Config{Headroom: Headroom{MaxWaiting: 2}})
 	g.sig.set("a:1", 0, 0.1, time.Time{}) // room, no scrape time
-	for i := range 2 * DefaultHeadroomWaiting {
-		out := make(chan result, 1)
-		g.hold(t, ctxFor("batch", ""), fmt.Sprint(i), epA, out)
-		if pending(out) {
-			t.Fatalf("request %d held by an engine with room whose signal has no scrape time", i)
+	for range 2 {
+		if err := g.c.Hold(ctxFor("batch", ""), epA); err != nil {
+			t.Fatal(err)
 		}
 	}
+	out := make(chan result, 4)
+	for i := range 3 {
+		g.hold(t, ctxFor("batch", ""), fmt.Sprint(i), epA, out)
+		if !pending(out) {
+			t.Fatalf("held request %d went out within the interval that already sent MaxWaiting", i)
+		}
+	}
+	g.c.mu.Lock()
+	g.c.pruneGatesLocked()
+	sent := g.c.gates["a:1"].sent
+	g.c.mu.Unlock()
+	if sent != 2 {
+		t.Fatalf("sent count %d after a prune, want 2", sent)
+	}
+
+	// The re-check, one interval on, restarts the count: two more go.
+	g.clock.WaitForWaiters(4) // the re-check and the held requests' deadlines
+	g.clock.Advance(DefaultRecheck)
+	for range 2 {
+		if r := take(t, out); r.err != nil {
+			t.Fatalf("%s: %v, want sent", r.tag, r.err)
+		}
+	}
+	if !pending(out) || g.c.Held() != 1 {
+		t.Fatalf("held %d, want the third still held in the new interval", g.c.Held())
+	}
+	g.clock.WaitForWaiters(2)
+	g.clock.Advance(DefaultRecheck)
+	if r := take(t, out); r.err != nil {
+		t.Fatalf("%s: %v, want sent", r.tag, r.err)
+	}
+
+	// Nothing held and the interval over: the count no longer matters.
+	g.clock.Advance(DefaultRecheck)
 	g.c.mu.Lock()
 	g.c.pruneGatesLocked()
 	_, kept := g.c.gates["a:1"]
 	g.c.mu.Unlock()
 	if kept {
-		t.Fatal("a:1's gate state kept for a sent count without a scrape time")
+		t.Fatal("a:1's gate state kept after its interval")
 	}
-	g.sig.set("a:1", DefaultHeadroomWaiting, 0.1, time.Time{}) // the engine's own queue still holds
-	out := make(chan result, 1)
+	g.sig.set("a:1", 2, 0.1, time.Time{}) // the engine's own queue holds
 	g.hold(t, ctxFor("batch", ""), "waiting", epA, out)
 	if !pending(out) {
 		t.Fatal("a request went out to an engine with waiting requests")
