@@ -34,30 +34,45 @@ import (
 // shares with does nothing, one with another replica returns an error (the
 // first would otherwise go on publishing this Controller's depths after
 // Close), and so does a call after Close (ErrClosed), which would otherwise
-// take the replica's sharing from the Controller that replaced this one.
+// take the replica's sharing from the Controller that replaced this one. A
+// Controller that shares a replica another one shared takes it over: the
+// other's Close then leaves the replica's sharing to it.
 func (c *Controller) ShareQueues(rep *cluster.Replica) error {
 	if rep == nil {
 		return nil
 	}
-	c.fleet.share.Lock()
-	defer c.fleet.share.Unlock()
+	sharing.mu.Lock()
+	defer sharing.mu.Unlock()
 	if c.closed.Load() {
 		return fmt.Errorf("%w: queues not shared", ErrClosed)
 	}
-	if cur := c.fleet.rep.Load(); cur != nil {
-		if cur == rep {
-			return nil
-		}
+	if cur := c.fleet.rep.Load(); cur != nil && cur != rep {
 		return errors.New("admission: ShareQueues: the queues are already shared with another replica")
+	}
+	if sharing.owners[rep] == c {
+		return nil
 	}
 	prios := make([]int, len(c.bands))
 	for i, b := range c.bands {
 		prios[i] = b.priority
 	}
 	c.fleet.rep.Store(rep)
+	sharing.owners[rep] = c
 	rep.ShareQueues(prios, c.depths)
 	return nil
 }
+
+// sharing is which Controller each replica publishes the queues of, so that
+// a Controller's Close detaches a replica only while the replica still
+// shares its queues, not once a Controller that replaced it took the
+// replica over. mu serializes every ShareQueues and stopSharing; it is never
+// taken under a Controller's mu (the replica's refresh calls depths, which
+// takes Controller.mu, under the replica's own lock, which ShareQueues
+// takes under sharing.mu). An entry lasts until its Controller's Close.
+var sharing = struct {
+	mu     sync.Mutex
+	owners map[*cluster.Replica]*Controller
+}{owners: map[*cluster.Replica]*Controller{}}
 
 // depths appends the queue depth of every band, highest priority first.
 func (c *Controller) depths(dst []cluster.QueueDepth) []cluster.QueueDepth {
@@ -69,27 +84,24 @@ func (c *Controller) depths(dst []cluster.QueueDepth) []cluster.QueueDepth {
 	return dst
 }
 
-// stopSharing detaches the replica ShareQueues was given, if any. Close
-// calls it once closed is set, so no ShareQueues attaches one after it.
+// stopSharing detaches the replica ShareQueues was given, if any, unless
+// another Controller took it over since. Close calls it once closed is set,
+// so no ShareQueues attaches one after it.
 func (c *Controller) stopSharing() {
-	c.fleet.share.Lock()
-	defer c.fleet.share.Unlock()
-	if rep := c.fleet.rep.Swap(nil); rep != nil {
+	sharing.mu.Lock()
+	defer sharing.mu.Unlock()
+	if rep := c.fleet.rep.Swap(nil); rep != nil && sharing.owners[rep] == c {
+		delete(sharing.owners, rep)
 		rep.ShareQueues(nil, nil)
 	}
 }
 
 // fleetGauge is kvroute_admission_fleet_queue_size: per configured band,
 // the requests waiting here plus those the live peers last published.
-// share serializes ShareQueues and stopSharing, which write rep; it is
-// never taken under Controller.mu (the replica's refresh calls depths, which
-// takes Controller.mu, under the replica's own lock, which ShareQueues takes
-// under share).
 type fleetGauge struct {
-	c     *Controller
-	desc  *prometheus.Desc
-	share sync.Mutex
-	rep   atomic.Pointer[cluster.Replica] // the replica shared with; Collect reads it without share
+	c    *Controller
+	desc *prometheus.Desc
+	rep  atomic.Pointer[cluster.Replica] // the replica shared with, written under sharing.mu; Collect reads it without
 }
 
 func newFleetGauge(c *Controller) *fleetGauge {

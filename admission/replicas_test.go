@@ -260,3 +260,48 @@ func TestShareQueuesOnceAndNeverAfterClose(t *testing.T) {
 		t.Fatalf("queued request at Close: %v, want ErrClosed", err)
 	}
 }
+
+// A Controller that replaced another on a replica takes the replica's
+// sharing over, and the replaced one's Close, coming after, leaves it
+// alone: the new Controller's queue still reaches the peers.
+func TestShareQueuesCloseLeavesTheReplicaToItsNewController(t *testing.T) {
+	defer leakcheck.Check(t)()
+	rs := redistest.Start(t)
+	defer func() { _ = rs.Stop() }()
+	regP := prometheus.NewRegistry()
+	a := newReplica(t, rs, "handover", "a", true, telemetry.Set{})
+	defer a.close()
+	p := newReplica(t, rs, "handover", "p", true, telemetry.Set{Registerer: regP})
+	defer p.close()
+	if err := p.ctrl.ShareQueues(p.router.Cluster()); err != nil {
+		t.Fatal(err)
+	}
+	old := a.ctrl
+	if err := old.ShareQueues(a.router.Cluster()); err != nil {
+		t.Fatal(err)
+	}
+	det := newSwitch()
+	next, err := New(Config{Objectives: []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}}},
+		Options{Detectors: []Detector{det}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer next.Close()
+	if err := next.ShareQueues(a.router.Cluster()); err != nil {
+		t.Fatal(err)
+	}
+	old.Close() // after next took the replica over
+
+	ep := kvroute.Endpoint{ID: "10.0.0.1:8000"}
+	det.set(ep.ID, true)
+	got := make(chan error, 1)
+	go func() {
+		got <- next.Admit(WithObjective(context.Background(), "chat"), tokensReq(16), []kvroute.Endpoint{ep})
+	}()
+	waitFor(t, func() bool { return next.Queued() == 1 })
+	waitFor(t, func() bool { return fleetQueued(t, regP, "1") == 1 }) // next's queue reaches p through a
+	next.Close()
+	if err := <-got; !errors.Is(err, ErrClosed) {
+		t.Fatalf("queued request at Close: %v, want ErrClosed", err)
+	}
+}
