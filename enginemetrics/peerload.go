@@ -44,7 +44,21 @@ func PeerLoads(sigs map[string]Signal, own func(endpoint string) (tokens, reques
 	}
 	out := make(map[string]tokenload.PeerLoad, len(over))
 	for _, e := range over {
-		out[e.ep] = tokenload.PeerLoad{Tokens: int64(math.Round(perReq * float64(e.peers))), Requests: e.peers}
+		out[e.ep] = tokenload.PeerLoad{Tokens: peerTokens(perReq, e.peers), Requests: e.peers}
 	}
 	return out
+}
+
+// maxPeerTokens caps an endpoint's estimated peer tokens: a product of an
+// absurd own load per request and a clamped queue length that exceeds
+// int64 would otherwise convert to a negative count (an idle endpoint).
+const maxPeerTokens = math.MaxInt64 / 2
+
+// peerTokens is perReq × peers rounded, saturated at maxPeerTokens.
+func peerTokens(perReq float64, peers int64) int64 {
+	v := math.Round(perReq * float64(peers))
+	if !(v < maxPeerTokens) { // NaN or too large
+		return maxPeerTokens
+	}
+	return int64(v)
 }

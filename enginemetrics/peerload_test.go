@@ -1,6 +1,7 @@
 package enginemetrics
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -58,4 +59,20 @@ func TestScraperInterval(t *testing.T) {
 		require.Equal(t, want, s.Interval())
 		s.Close()
 	}
+}
+
+// An absurd own load per request times an engine's queue (clamped at
+// maxQueueLength) can exceed int64: the estimate saturates instead of
+// converting to a negative count, which the tracker would read as idle.
+func TestPeerLoadsSaturate(t *testing.T) {
+	own := func(ep string) (int64, int64) {
+		if ep == "a" {
+			return math.MaxInt64 / 2, 1 // one open request carrying 2^62 tokens
+		}
+		return 0, 0
+	}
+	sigs := map[string]Signal{"a": {Running: 1}, "b": {Waiting: maxQueueLength, Running: maxQueueLength}}
+	got := PeerLoads(sigs, own)
+	require.Equal(t, tokenload.PeerLoad{Tokens: maxPeerTokens, Requests: 2 * maxQueueLength}, got["b"])
+	require.Positive(t, got["b"].Tokens)
 }
