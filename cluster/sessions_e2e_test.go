@@ -28,7 +28,7 @@ func TestSessionRecordedOnOneReplicaIsPreferredOnAnother(t *testing.T) {
 		require.NoError(t, err)
 		t.Cleanup(aff.Close)
 		r := newRouter(t, srv.Addr, id, nil, kvroute.Options{Scorers: []kvroute.WeightedScorer{aff.Scorer()}, Profile: aff.Profile(nil)})
-		aff.Share(r.Cluster())
+		require.NoError(t, aff.Share(r.Cluster()))
 		return r, aff
 	}
 	a, affA := newReplica("a")

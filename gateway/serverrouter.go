@@ -114,7 +114,9 @@ func (s *Server) wireRouter(r *kvroute.Router) error {
 	if s.disagg != nil {
 		s.disagg.SetEventsLive(disagg.RouterEventsLive(r))
 	}
-	s.session.Share(r.Cluster()) // nil-safe: no cluster, nothing shared
+	if err := s.session.Share(r.Cluster()); err != nil { // nil-safe: no cluster, nothing shared
+		return fmt.Errorf("gateway: session: %w", err)
+	}
 	if s.admission != nil {
 		s.admission.SetLoad(r.Load())
 		if err := s.admission.ShareQueues(r.Cluster()); err != nil { // nil without cluster sharing: nothing to share

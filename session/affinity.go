@@ -2,6 +2,10 @@ package session
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -30,8 +34,13 @@ type Affinity struct {
 	set   telemetry.Set
 	store *store
 	met   *metrics
-	share *cluster.Replica // the replicas the sessions are shared with; nil: none
-	memo  *store           // Config.Derive: the opening's text hash → its derived key; nil without
+	memo  *store // Config.Derive: the opening's text hash → its derived key; nil without
+	// share is the replica the sessions are shared with (nil: none); the
+	// request path reads it without shareMu, which serializes Share and
+	// Close and guards closed.
+	share   atomic.Pointer[cluster.Replica]
+	shareMu sync.Mutex
+	closed  bool
 	// setCookie: responses to requests without a key set the session cookie.
 	setCookie bool
 }
@@ -56,12 +65,18 @@ func New(cfg Config, opts Options) (*Affinity, error) {
 	return a, nil
 }
 
+// ErrClosed is returned by Share after Close.
+var ErrClosed = errors.New("session: affinity closed")
+
 // Close unregisters the metrics New registered; the Affinity must not be
 // used afterwards. It stops sharing with the replica given to Share.
 func (a *Affinity) Close() {
-	if a.share != nil {
-		a.share.ShareSessions(nil)
+	a.shareMu.Lock()
+	a.closed = true
+	if r := a.share.Swap(nil); r != nil {
+		r.ShareSessions(nil)
 	}
+	a.shareMu.Unlock()
 	a.set.Unregister(a.met.collectors()...)
 }
 
@@ -111,7 +126,7 @@ func (a *Affinity) Record(key, endpoint string) {
 	}
 	h := Hash(key)
 	a.put(h, endpoint, a.now(), false)
-	a.share.PublishSession(h, endpoint) // nil-safe, never blocks
+	a.share.Load().PublishSession(h, endpoint) // nil-safe, never blocks
 }
 
 // put records a session's endpoint as of now (a peer's record, as of its
@@ -133,12 +148,31 @@ func (a *Affinity) put(h uint64, endpoint string, now int64, peer bool) {
 // arrives through r's subscription, is checked (an endpoint not among r's
 // endpoints is dropped and counted by the replica) and stored as of its
 // age. A nil r (no cluster configured), or a nil Affinity, does nothing.
-func (a *Affinity) Share(r *cluster.Replica) {
+//
+// An Affinity shares with one replica: a call with the replica it already
+// shares with does nothing, one with another replica returns an error (Close
+// would detach only one, and the other would go on handing its peers'
+// records to the closed Affinity), and so does a call after Close
+// (ErrClosed), which would otherwise take the replica's sessions from the
+// Affinity that replaced this one.
+func (a *Affinity) Share(r *cluster.Replica) error {
 	if a == nil || r == nil {
-		return
+		return nil
 	}
-	a.share = r
+	a.shareMu.Lock()
+	defer a.shareMu.Unlock()
+	if a.closed {
+		return fmt.Errorf("%w: sessions not shared", ErrClosed)
+	}
+	if cur := a.share.Load(); cur != nil {
+		if cur == r {
+			return nil
+		}
+		return errors.New("session: Share: the sessions are already shared with another replica")
+	}
+	a.share.Store(r)
 	r.ShareSessions(a.learn)
+	return nil
 }
 
 // learn stores a peer's record: the session hash key was routed to
@@ -217,7 +251,7 @@ func (p profile) Pick(ctx context.Context, req *kvroute.Request, endpoints []kvr
 		return d, nil // the response's cookie names ep (ResponseCookie)
 	}
 	a.put(h, ep, a.now(), false)
-	a.share.PublishSession(h, ep)
+	a.share.Load().PublishSession(h, ep)
 	return d, nil
 }
 

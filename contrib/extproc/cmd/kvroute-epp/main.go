@@ -136,7 +136,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		adm.close()
 		return err
 	}
-	aff.Share(router.Cluster()) // nil-safe: no session affinity, or no cluster
+	if err := aff.Share(router.Cluster()); err != nil { // nil-safe: no session affinity, or no cluster
+		adm.close() // before the router closes, as below
+		router.Close()
+		return err
+	}
 	if dprof != nil {
 		dprof.SetEventsLive(disagg.RouterEventsLive(router))
 	}

@@ -1,0 +1,78 @@
+package cluster_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/internal/leakcheck"
+	"github.com/kvroute/kvroute/internal/redistest"
+	"github.com/kvroute/kvroute/render"
+	"github.com/kvroute/kvroute/session"
+	"github.com/kvroute/kvroute/telemetry"
+)
+
+// An Affinity shares its sessions with one replica: a second replica is
+// refused (the first would go on handing the peers' records to the
+// Affinity after Close), and so is a call after Close, which would
+// otherwise take the replica's sessions from the Affinity that replaced
+// it, for good. Nothing is left running once everything is closed.
+func TestAffinitySharesOnceAndNeverAfterClose(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	regA := prometheus.NewRegistry()
+	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{Set: telemetry.Set{Registerer: regA}})
+	defer a.Close() // before the leak check and the server's stop, should the test fail
+	p := newRouter(t, srv.Addr, "p", nil, kvroute.Options{})
+	defer p.Close()
+	affQ, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	defer affQ.Close()
+	q := newRouter(t, srv.Addr, "q", nil, kvroute.Options{Scorers: []kvroute.WeightedScorer{affQ.Scorer()}, Profile: affQ.Profile(nil)})
+	defer q.Close()
+	require.NoError(t, affQ.Share(q.Cluster()))
+
+	old, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	require.NoError(t, old.Share(a.Cluster()))
+	require.NoError(t, old.Share(a.Cluster()), "the same replica again")
+	require.Error(t, old.Share(p.Cluster()), "a second replica was taken")
+	old.Close()
+	require.ErrorIs(t, old.Share(a.Cluster()), session.ErrClosed)
+
+	next, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	defer next.Close()
+	require.NoError(t, next.Share(a.Cluster()))
+	require.ErrorIs(t, old.Share(a.Cluster()), session.ErrClosed, "late: must not displace next")
+
+	eps := endpoints(8)
+	d, err := q.Pick(context.Background(), &kvroute.Request{Header: http.Header{"X-Session-Id": {"conv-1"}},
+		Prompts: []render.Prompt{{TokenIDs: prompt(1, 256)}}}, eps)
+	require.NoError(t, err)
+	d.Done(kvroute.DoneInfo{})
+	require.Eventually(t, func() bool { ep, ok := next.Endpoint("conv-1"); return ok && ep == d.Endpoint.ID }, waitFor, time.Millisecond,
+		"q's session reaches next through a")
+	require.Zero(t, old.Len(), "a closed Affinity learned a peer's session")
+	require.Equal(t, 1.0, sessionsApplied(t, regA))
+}
+
+// sessionsApplied reads kvroute_cluster_sessions_applied_total from reg.
+func sessionsApplied(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == "kvroute_cluster_sessions_applied_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatal("kvroute_cluster_sessions_applied_total not registered")
+	return 0
+}
