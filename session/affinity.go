@@ -130,16 +130,17 @@ func (a *Affinity) Record(key, endpoint string) {
 }
 
 // put records a session's endpoint as of now (a peer's record, as of its
-// turn, is ignored when the store holds a later one) and counts what the
-// store expired and evicted for it.
-func (a *Affinity) put(h uint64, endpoint string, now int64, peer bool) {
-	exp, ev := a.store.record(h, endpoint, now, peer)
+// turn, is ignored when the store holds a later one: put reports false)
+// and counts what the store expired and evicted for it.
+func (a *Affinity) put(h uint64, endpoint string, now int64, peer bool) bool {
+	exp, ev, stored := a.store.record(h, endpoint, now, peer)
 	if exp > 0 {
 		a.met.expired.Add(float64(exp))
 	}
 	if ev > 0 {
 		a.met.evicted.Add(float64(ev))
 	}
+	return stored
 }
 
 // Share makes the sessions recorded here known to the other replicas of
@@ -179,14 +180,19 @@ func (a *Affinity) Share(r *cluster.Replica) error {
 // endpoint age ago. A record older than the TTL (a peer with a longer
 // TTL, or one that published late) is expired on arrival: counted as
 // expired and not stored, so that it forgets no live session for room.
+// One of a turn before the one stored (a delayed message) is superseded.
 func (a *Affinity) learn(key uint64, endpoint []byte, age time.Duration) {
 	if age > a.cfg.TTL {
 		a.met.expired.Inc()
+		a.met.peer[peerExpired].Inc()
 		return
 	}
 	now := a.now()
-	a.put(key, a.store.intern(endpoint), now-int64(age), true)
-	a.met.learned.Inc()
+	if a.put(key, a.store.intern(endpoint), now-int64(age), true) {
+		a.met.peer[peerLearned].Inc()
+	} else {
+		a.met.peer[peerSuperseded].Inc()
+	}
 }
 
 // Len returns the number of sessions stored (expired ones not yet removed

@@ -252,7 +252,7 @@ func (a *Affinity) deriveKey(ctx context.Context, req *kvroute.Request, endpoint
 // (kvroute_session_derived_keys_dropped_total): their conversations'
 // next turns render again, and may get another key if that render fails.
 func (a *Affinity) remember(h uint64, k string) {
-	exp, ev := a.memo.record(h, k, a.now(), false)
+	exp, ev, _ := a.memo.record(h, k, a.now(), false) // a local record is always stored
 	if exp > 0 {
 		a.met.derivedDropped[dropExpired].Add(float64(exp))
 	}

@@ -86,7 +86,7 @@
 //	kvroute_session_keys_total{source}       header, cookie, derived, host, none, invalid
 //	kvroute_session_expired_total            entries removed past their TTL, peers' records past it
 //	kvroute_session_evicted_total            entries forgotten for room
-//	kvroute_session_peer_records_total       records learned from peers
+//	kvroute_session_peer_records_total{outcome}   peers' records: learned, superseded (the store held a later turn), expired
 //	kvroute_session_cookies_set_total        responses that set the session cookie
 //	kvroute_session_derived_keys_dropped_total{reason}   derived keys the openings' memo forgot: expired, evicted
 //	kvroute_session_entries                  entries held

@@ -26,10 +26,35 @@ func TestPeerRecordPastTTLEvictsNothing(t *testing.T) {
 	require.Equal(t, "10.0.0.1:8000", ep)
 	require.Equal(t, 1, a.Len())
 	require.Zero(t, testutil.ToFloat64(a.met.evicted))
-	require.Zero(t, testutil.ToFloat64(a.met.learned))
+	require.Zero(t, testutil.ToFloat64(a.met.peer[peerLearned]))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.peer[peerExpired]))
 	require.Equal(t, 1.0, testutil.ToFloat64(a.met.expired))
 
 	a.learn(Hash("fresh"), []byte("10.0.0.2:8000"), time.Second) // within the TTL: learned, evicts for room
-	require.Equal(t, 1.0, testutil.ToFloat64(a.met.learned))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.peer[peerLearned]))
 	require.Equal(t, 1.0, testutil.ToFloat64(a.met.evicted))
+}
+
+// A peer's record of a turn older than the one the store holds is ignored
+// by the store, and counted as superseded, not learned: the learned count
+// says how many peers' records the store took.
+func TestPeerRecordOlderThanStoredIsSuperseded(t *testing.T) {
+	clk := telemetry.NewManual(time.Unix(1_700_000_000, 0))
+	a, err := New(Config{TTL: time.Minute}, Options{Set: telemetry.Set{Registerer: prometheus.NewRegistry(), Clock: clk}})
+	require.NoError(t, err)
+	defer a.Close()
+	clk.Advance(10 * time.Second)
+	a.Record("conv", "10.0.0.1:8000")
+	a.learn(Hash("conv"), []byte("10.0.0.2:8000"), time.Second) // a turn before the one stored
+	ep, ok := a.Endpoint("conv")
+	require.True(t, ok)
+	require.Equal(t, "10.0.0.1:8000", ep, "the later turn stays")
+	require.Zero(t, testutil.ToFloat64(a.met.peer[peerLearned]))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.peer[peerSuperseded]))
+
+	a.learn(Hash("conv"), []byte("10.0.0.2:8000"), 0) // a later turn than the one stored
+	ep, _ = a.Endpoint("conv")
+	require.Equal(t, "10.0.0.2:8000", ep)
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.peer[peerLearned]))
+	require.Equal(t, 1.0, testutil.ToFloat64(a.met.peer[peerSuperseded]))
 }

@@ -12,15 +12,28 @@ type metrics struct {
 	keys    [numSources]prometheus.Counter
 	expired prometheus.Counter
 	evicted prometheus.Counter
-	learned prometheus.Counter
 	cookies prometheus.Counter
+	// peer are the peers' records by what the store made of them
+	// (peerLearned, peerSuperseded, peerExpired).
+	peer    [numPeerOutcomes]prometheus.Counter
 	entries prometheus.GaugeFunc
 	// derivedDropped are the derived keys the openings' memo forgot, by
 	// reason (dropExpired, dropEvicted).
 	derivedDropped [numDropReasons]prometheus.Counter
 
-	lookupVec, keyVec, derivedDroppedVec *prometheus.CounterVec
+	lookupVec, keyVec, peerVec, derivedDroppedVec *prometheus.CounterVec
 }
+
+// Outcomes of kvroute_session_peer_records_total: what became of a record
+// another replica shared.
+const (
+	peerLearned    = iota // stored: the session's latest turn known here
+	peerSuperseded        // not stored: the store held a later turn of the session
+	peerExpired           // not stored: the turn was longer ago than the TTL
+	numPeerOutcomes
+)
+
+var peerOutcomeNames = [numPeerOutcomes]string{"learned", "superseded", "expired"}
 
 // Reasons of kvroute_session_derived_keys_dropped_total: why the openings'
 // memo (Config.Derive) forgot a derived key.
@@ -50,10 +63,10 @@ func newMetrics(entries func() int) *metrics {
 			Name: "kvroute_session_evicted_total",
 			Help: "Sessions forgotten before their TTL because their shard of the store was full (the shard's least recently routed go first).",
 		}),
-		learned: prometheus.NewCounter(prometheus.CounterOpts{
+		peerVec: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_session_peer_records_total",
-			Help: "Sessions' endpoints learned from other router replicas (cluster sharing), within the TTL.",
-		}),
+			Help: "Sessions' endpoints shared by other router replicas (cluster sharing), by outcome: learned (stored), superseded (not stored: the store held a later turn of the session, e.g. a delayed message) or expired (not stored: the turn was longer ago than the TTL, also counted in kvroute_session_expired_total).",
+		}, []string{"outcome"}),
 		cookies: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_session_cookies_set_total",
 			Help: "Responses that set the session cookie: the request had no session key (none sent, none derived), or its cookie named another endpoint than the one that served it.",
@@ -73,6 +86,9 @@ func newMetrics(entries func() int) *metrics {
 	for i, n := range sourceNames {
 		m.keys[i] = m.keyVec.WithLabelValues(n)
 	}
+	for i, n := range peerOutcomeNames {
+		m.peer[i] = m.peerVec.WithLabelValues(n)
+	}
 	for i, n := range dropReasonNames {
 		m.derivedDropped[i] = m.derivedDroppedVec.WithLabelValues(n)
 	}
@@ -80,5 +96,5 @@ func newMetrics(entries func() int) *metrics {
 }
 
 func (m *metrics) collectors() []prometheus.Collector {
-	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.learned, m.cookies, m.derivedDroppedVec, m.entries}
+	return []prometheus.Collector{m.lookupVec, m.keyVec, m.expired, m.evicted, m.peerVec, m.cookies, m.derivedDroppedVec, m.entries}
 }

@@ -123,23 +123,24 @@ func (s *store) lookup(key uint64, now int64) (string, lookupState) {
 }
 
 // record sets key's endpoint as of now and reports how many entries it
-// expired and evicted to make room. A peer's record older than the one
-// stored (a delayed message) is ignored; a local one (peer false) is the
+// expired and evicted to make room, and whether it stored the record. A
+// peer's record older than the one stored (a delayed message) is ignored
+// (stored false); a local one (peer false) is the
 // session's latest turn and always replaces it, even on a clock without a
 // monotonic reading that stepped back.
-func (s *store) record(key uint64, endpoint string, now int64, peer bool) (expiredN, evictedN int) {
+func (s *store) record(key uint64, endpoint string, now int64, peer bool) (expiredN, evictedN int, stored bool) {
 	sh := s.shard(key)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if i, ok := sh.idx[key]; ok {
 		e := &sh.ents[i]
 		if peer && now < e.at {
-			return 0, 0
+			return 0, 0, false
 		}
 		e.endpoint, e.at = endpoint, now
 		sh.unlink(i)
 		sh.insert(i)
-		return 0, 0
+		return 0, 0, true
 	}
 	for sh.tail >= 0 && now-sh.ents[sh.tail].at > s.ttl { // expired sessions go first
 		sh.remove(sh.tail)
@@ -160,7 +161,7 @@ func (s *store) record(key uint64, endpoint string, now int64, peer bool) (expir
 	sh.ents[i] = entry{key: key, endpoint: endpoint, at: now}
 	sh.idx[key] = i
 	sh.insert(i)
-	return expiredN, evictedN
+	return expiredN, evictedN, true
 }
 
 // len returns the number of stored sessions, expired ones not yet removed
