@@ -76,3 +76,37 @@ func sessionsApplied(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Fatal("kvroute_cluster_sessions_applied_total not registered")
 	return 0
 }
+
+// An Affinity that shares a replica another one still shares takes it
+// over, and the other's Close then leaves the replica's sharing to it:
+// before, closing the replaced Affinity detached the replica and the one
+// that replaced it never learned a peer's session again.
+func TestAffinityCloseLeavesTheReplicaToItsReplacement(t *testing.T) {
+	defer leakcheck.Check(t)()
+	srv := redistest.Start(t)
+	defer srv.Stop()
+	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{})
+	defer a.Close()
+	affQ, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	defer affQ.Close()
+	q := newRouter(t, srv.Addr, "q", nil, kvroute.Options{Scorers: []kvroute.WeightedScorer{affQ.Scorer()}, Profile: affQ.Profile(nil)})
+	defer q.Close()
+	require.NoError(t, affQ.Share(q.Cluster()))
+
+	old, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	require.NoError(t, old.Share(a.Cluster()))
+	next, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	defer next.Close()
+	require.NoError(t, next.Share(a.Cluster()), "next takes a over while old is open")
+	old.Close()
+
+	d, err := q.Pick(context.Background(), &kvroute.Request{Header: http.Header{"X-Session-Id": {"conv-2"}},
+		Prompts: []render.Prompt{{TokenIDs: prompt(2, 256)}}}, endpoints(8))
+	require.NoError(t, err)
+	d.Done(kvroute.DoneInfo{})
+	require.Eventually(t, func() bool { ep, ok := next.Endpoint("conv-2"); return ok && ep == d.Endpoint.ID }, waitFor, time.Millisecond,
+		"q's session reaches next through a after old's Close")
+}
