@@ -113,6 +113,9 @@
 //     fallbacks the request's load and prediction move there
 //     (Decision.Served), so that a failed pick does not look busy and the
 //     fallback does not look idle; the client's x-kvroute-endpoint names it.
+//     A served-endpoint value that is not a string names no endpoint: the
+//     load stays with the pick, and it is counted in
+//     kvroute_extproc_invalid_served_endpoints_total and logged at debug.
 //   - with Config.ObserveCachedTokens, reads the cached prompt tokens the
 //     engine reports in a successful response's usage from those chunks (a
 //     JSON body, or the final usage chunk of a stream) and ends the request

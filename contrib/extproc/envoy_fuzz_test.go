@@ -74,7 +74,7 @@ func FuzzEnvoyHeadersAndMetadata(f *testing.F) {
 					t.Fatalf("hint %q gave %q", hint, ids)
 				}
 			}
-			if served, ok := servedEndpoint(md, ns, key); ok != (served != "") || served != strings.TrimSpace(served) {
+			if served, ok, _ := servedEndpoint(md, ns, key); ok != (served != "") || served != strings.TrimSpace(served) {
 				t.Fatalf("served endpoint %q, %v from %q", served, ok, hint)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
@@ -206,4 +207,32 @@ func admitAsync(ctx context.Context, adm *admission.Controller, eps []kvroute.En
 	done := make(chan error, 1)
 	go func() { done <- adm.Admit(ctx, &kvroute.Request{}, eps) }()
 	return done
+}
+
+// A served-endpoint report that is not a string names no endpoint: it is
+// counted, not taken for a retry elsewhere, and the request's load stays
+// with the pick until its response ends.
+func TestProcessServedEndpointNotAString(t *testing.T) {
+	defer leakcheck.Check(t)()
+	h := newHarness(t, Config{}, engineOpts{}, engineOpts{})
+	defer h.close()
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	hr := sendRequest(t, st, completionsBody(prompt(7, 20, "served"), false), nil)
+	pick := setHeader(hr.GetRequestHeaders().GetResponse().GetHeaderMutation(), DefaultDestinationHeader)
+	require.NotEmpty(t, pick)
+	rh := respHeaders("", false)
+	rh.MetadataContext.FilterMetadata[DefaultMetadataNamespace].Fields[DefaultServedKey] = structpb.NewNumberValue(8000)
+	require.NoError(t, st.Send(rh))
+	resp, err := st.Recv()
+	require.NoError(t, err)
+	require.Equal(t, pick, setHeader(resp.GetResponseHeaders().GetResponse().GetHeaderMutation(), EndpointHeader))
+	require.Equal(t, 1.0, h.counter("kvroute_extproc_invalid_served_endpoints_total", nil))
+	require.Equal(t, 0.0, h.counter("kvroute_extproc_served_mismatch_total", nil))
+	_, requests := h.load(pick)
+	require.Equal(t, int64(1), requests, "the pick holds the request until its response ends")
+	require.NoError(t, st.Send(respBody("{}", true)))
+	_, err = st.Recv()
+	require.NoError(t, err)
+	h.idle()
 }

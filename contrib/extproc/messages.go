@@ -81,19 +81,26 @@ func appendEntries(ids []string, list string) []string {
 }
 
 // servedEndpoint reads the endpoint Envoy reports as having served the
-// request (the first of a comma-separated list).
-func servedEndpoint(md *corev3.Metadata, namespace, key string) (string, bool) {
+// request (the first of a comma-separated list). ok is false when there is
+// none. A value that is not a string names no endpoint: bad then says what
+// it is, for the stream to count and log; "" when the value is well formed
+// or absent.
+func servedEndpoint(md *corev3.Metadata, namespace, key string) (served string, ok bool, bad string) {
 	ns := md.GetFilterMetadata()[namespace]
 	if ns == nil {
-		return "", false
+		return "", false, ""
 	}
-	v, ok := ns.GetFields()[key]
-	if !ok {
-		return "", false
+	v, present := ns.GetFields()[key]
+	if !present {
+		return "", false, ""
 	}
-	s, _, _ := strings.Cut(v.GetStringValue(), ",")
+	str, isString := v.GetKind().(*structpb.Value_StringValue)
+	if !isString {
+		return "", false, "it is " + valueKind(v) + ", not a string"
+	}
+	s, _, _ := strings.Cut(str.StringValue, ",")
 	s = strings.TrimSpace(s)
-	return s, s != ""
+	return s, s != "", ""
 }
 
 // destinationMetadata is the dynamic metadata naming the chosen endpoint:

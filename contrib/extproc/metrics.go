@@ -48,6 +48,7 @@ type metrics struct {
 	servedFallback  prometheus.Counter
 	aborted         prometheus.Counter
 	invalidHints    prometheus.Counter            // subset hints with a value that is not a string
+	invalidServed   prometheus.Counter            // served-endpoint reports that are not a string
 	recordCut       prometheus.Counter            // status-page records whose texts were cut
 	usage           map[string]prometheus.Counter // by usage result (Config.ObserveCachedTokens)
 	transferRemoved prometheus.Counter            // client kv_transfer_params removed (Config.AllowClientKVTransferParams)
@@ -97,6 +98,10 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 			Name: "kvroute_extproc_invalid_subset_hints_total",
 			Help: "Requests whose subset hint held a value that is not a string (a list item, or the hint itself when it is no list): the value named no endpoint, and a 503 for want of one says the hint was malformed.",
 		}),
+		invalidServed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "kvroute_extproc_invalid_served_endpoints_total",
+			Help: "Responses whose served-endpoint metadata from Envoy was not a string: it named no endpoint, so the request's load stayed with the pick.",
+		}),
 		recordCut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kvroute_extproc_status_truncated_total",
 			Help: "Streams whose request ID, path, model name or served endpoint, as the client or Envoy sent them, was cut to 256 bytes in the status page's latest streams.",
@@ -124,7 +129,7 @@ func newMetrics(set telemetry.Set, bodyBytes func() int64) (*metrics, error) {
 	for _, k := range protocolErrorKinds {
 		m.protocolErrors[k] = protoVec.WithLabelValues(k)
 	}
-	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.invalidHints, m.recordCut, usageVec, m.transferRemoved, bodies}
+	cs := []prometheus.Collector{vec, protoVec, m.pick, m.renderFallbacks, m.servedMismatch, m.servedFallback, m.aborted, m.invalidHints, m.invalidServed, m.recordCut, usageVec, m.transferRemoved, bodies}
 	if err := set.Register(cs...); err != nil {
 		return nil, fmt.Errorf("extproc: metrics: %w", err)
 	}

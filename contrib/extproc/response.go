@@ -15,7 +15,12 @@ import (
 
 func (st *streamState) responseHeaders(req *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) error {
 	c := st.srv.cfg
-	served, ok := servedEndpoint(req.GetMetadataContext(), c.MetadataNamespace, c.ServedKey)
+	served, ok, bad := servedEndpoint(req.GetMetadataContext(), c.MetadataNamespace, c.ServedKey)
+	if bad != "" {
+		// Read as no report: the pick keeps the request's load.
+		st.srv.met.invalidServed.Inc()
+		st.srv.log.Debug("extproc: served endpoint metadata is malformed", "namespace", c.MetadataNamespace, "key", c.ServedKey, "reason", bad, "endpoint", st.endpoint)
+	}
 	st.served = served
 	endpoint := st.endpoint
 	if ok && st.endpoint != "" && served != st.endpoint {
