@@ -98,7 +98,10 @@ type DisaggHostConfig struct {
 	// kvroute_sidecar_prefill_fallbacks_total{reason="timeout"}), and
 	// MaxBodyBytes, MaxPrefillResponseBytes and PrefillerScheme bound and
 	// address the prefill request (a split body over MaxBodyBytes is
-	// answered 413). DecoderURL must be empty: the decode endpoint is the
+	// answered 413). The prefill request goes to the prefill endpoint's
+	// Address (its scheme and any path prefix) when it has one, as the
+	// decode request goes to the decode endpoint's; PrefillerScheme is the
+	// scheme of an endpoint named by its ID (host:port) alone. DecoderURL must be empty: the decode endpoint is the
 	// decision's. Zero fields take sidecar's defaults, but for a zero
 	// MaxBodyBytes, which a Server sets to Config.MaxBodyBytes when that is
 	// larger, so that no body the gateway takes is refused for being split.
@@ -188,7 +191,14 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		h.notify(d)
 		return body, body, "", 0, "", nil
 	}
-	xr, held, err := h.exchanger.x.PrefillWithin(r.Context(), endpointHostPort(pre.Endpoint), r.URL.Path, hdr, body, &h.budget)
+	var xr sidecar.Result
+	if pre.Endpoint.Address != "" {
+		// At its Address, scheme and path prefix included, as the decode
+		// request goes to the decode endpoint's.
+		xr, held, err = h.exchanger.x.PrefillURLWithin(r.Context(), pre.Endpoint.Address, r.URL.Path, hdr, body, &h.budget)
+	} else {
+		xr, held, err = h.exchanger.x.PrefillWithin(r.Context(), pre.Endpoint.ID, r.URL.Path, hdr, body, &h.budget)
+	}
 	if err != nil {
 		pre.Done(kvroute.DoneInfo{Err: err})
 		h.notify(d)

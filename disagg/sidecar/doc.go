@@ -139,7 +139,10 @@
 //
 // A gateway that wants to run the exchange itself (instead of a sidecar on
 // each decode pod) builds one Exchange and, for a split decision, calls
-// Prefill with the prefill endpoint, the client's path, headers and body;
+// Prefill with the prefill endpoint, the client's path, headers and body
+// (PrefillURLWithin when it knows the endpoint's base URL, so that its
+// scheme and path prefix are kept, and charging its copies to the
+// gateway's budget of bodies in flight);
 // it then sends Result.DecodeBody to the decode endpoint with
 // Result.RequestID in X-Request-Id, exactly as it would forward an
 // ordinary request. Result.Split and Result.Fallback say what happened.

@@ -118,7 +118,7 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 	if err != nil {
 		return Result{RequestID: requestID(hdr)}, err
 	}
-	return x.prefillText(ctx, hostPort, path, hdr, text, nil)
+	return x.prefillText(ctx, target{hostPort: hostPort}, path, hdr, text, nil)
 }
 
 // prefillText is Prefill on a body already read as vLLM reads it (UTF-8,
@@ -132,7 +132,7 @@ func (x *Exchange) Prefill(ctx context.Context, hostPort, path string, hdr http.
 // prefiller is sent anything unless the decode body outgrew the prefill
 // body's room; bytebudget.ErrNoRoom when LocalBody itself is a copy that
 // finds none.
-func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr http.Header, body []byte, c *copies) (Result, error) {
+func (x *Exchange) prefillText(ctx context.Context, t target, path string, hdr http.Header, body []byte, c *copies) (Result, error) {
 	res := Result{RequestID: requestID(hdr)}
 	if path == "" || path[0] != '/' {
 		path = "/" + path
@@ -140,7 +140,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	// A target the prefill step cannot use falls back by that reason,
 	// whether or not the budget has room for the copies below: it would
 	// fall back without them.
-	reason, why := x.unusableTarget(hostPort)
+	reason, why := x.unusableTarget(t)
 	// The members' raw values are copies of theirs in body, together
 	// never longer than it.
 	if err := c.take(copyMembers, len(body)); err != nil {
@@ -179,7 +179,7 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 	start := x.timeNow()
 	pctx, cancel := context.WithTimeout(ctx, x.cfg.PrefillTimeout)
 	defer cancel()
-	params, reason, err := x.prefill(pctx, x.cfg.PrefillerScheme+"://"+hostPort+path, hdr, res.RequestID, pbody)
+	params, reason, err := x.prefill(pctx, t.url(x.cfg.PrefillerScheme, path), hdr, res.RequestID, pbody)
 	res.PrefillDuration = x.timeNow().Sub(start)
 	x.m.prefillSeconds.Observe(res.PrefillDuration.Seconds())
 	if err != nil {
@@ -206,14 +206,17 @@ func (x *Exchange) prefillText(ctx context.Context, hostPort, path string, hdr h
 }
 
 // unusableTarget returns the fallback reason and its cause when the
-// prefill step cannot use hostPort (ReasonBadTarget, ReasonNotAllowed),
-// "" when it can.
-func (x *Exchange) unusableTarget(hostPort string) (reason string, why error) {
-	if !ValidTarget(hostPort) {
-		return ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(hostPort))
+// prefill step cannot use t (ReasonBadTarget, ReasonNotAllowed), "" when
+// it can.
+func (x *Exchange) unusableTarget(t target) (reason string, why error) {
+	if t.bad != "" {
+		return ReasonBadTarget, fmt.Errorf("invalid prefiller URL %q", truncate(t.bad))
 	}
-	if x.allow != nil && !x.allow(hostPort) {
-		return ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", hostPort)
+	if !ValidTarget(t.hostPort) {
+		return ReasonBadTarget, fmt.Errorf("invalid %s %q", PrefillerHeader, truncate(t.hostPort))
+	}
+	if x.allow != nil && !x.allow(t.hostPort) {
+		return ReasonNotAllowed, fmt.Errorf("prefiller %q not allowed", t.hostPort)
 	}
 	return "", nil
 }

@@ -220,12 +220,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // split runs the exchange for r, whose body holds *held of the budget,
-// with the prefiller target, and forwards the body it yields to the
+// with the prefiller at hostPort, and forwards the body it yields to the
 // decoder. Every copy made of the body is charged to the budget (copies);
 // once the decode body is built, the bodies it replaces are dropped and
 // given back, so that a request holds one body of the budget while the
 // decoder answers, as a request proxied as it came does.
-func (h *Handler) split(w http.ResponseWriter, r *http.Request, target string, body []byte, held *int64) {
+func (h *Handler) split(w http.ResponseWriter, r *http.Request, hostPort string, body []byte, held *int64) {
 	// Read as vLLM reads the body: past a leading UTF-8 byte order mark, a
 	// UTF-16 or UTF-32 body decoded (its UTF-8 copy charged to the budget).
 	// The body is within Config.MaxBodyBytes as it came (readBody).
@@ -235,7 +235,7 @@ func (h *Handler) split(w http.ResponseWriter, r *http.Request, target string, b
 	defer c.releaseAll()
 	var res Result
 	if err == nil {
-		res, err = h.x.prefillText(r.Context(), target, r.URL.Path, r.Header, text, c)
+		res, err = h.x.prefillText(r.Context(), target{hostPort: hostPort}, r.URL.Path, r.Header, text, c)
 	}
 	switch {
 	case err == nil:

@@ -3,8 +3,35 @@ package sidecar
 import (
 	"net"
 	"net/netip"
+	"net/url"
 	"strings"
+
+	"github.com/kvroute/kvroute/internal/h1pool"
 )
+
+// target is where a prefill request goes: hostPort, the address
+// Options.AllowTarget vets, and base, the prefiller's base URL when the
+// caller knows it ("": Config.PrefillerScheme and hostPort). bad is a base
+// URL that was unusable, for the fallback's cause.
+type target struct{ hostPort, base, bad string }
+
+// baseTarget is the target of a prefiller at base, an http or https URL
+// with an optional path prefix and nothing else.
+func baseTarget(base string) target {
+	u, err := url.Parse(base)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return target{bad: base}
+	}
+	return target{hostPort: h1pool.HostPort(base), base: u.Scheme + "://" + u.Host + strings.TrimRight(u.EscapedPath(), "/")}
+}
+
+// url is the prefill request's URL for path (which starts with "/").
+func (t target) url(scheme, path string) string {
+	if t.base != "" {
+		return t.base + path
+	}
+	return scheme + "://" + t.hostPort + path
+}
 
 // maxTargetLen bounds a prefiller address (a DNS name is at most 253
 // bytes, plus the port).

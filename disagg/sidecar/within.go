@@ -44,6 +44,24 @@ var ErrNoRoom = bytebudget.ErrNoRoom
 // other copy is given back by the time PrefillWithin returns, and on an
 // error nothing is held.
 func (x *Exchange) PrefillWithin(ctx context.Context, hostPort, path string, hdr http.Header, body []byte, b Budget) (res Result, held int64, err error) {
+	return x.prefillWithin(ctx, target{hostPort: hostPort}, path, hdr, body, b)
+}
+
+// PrefillURLWithin is PrefillWithin for a prefiller its caller knows by
+// its base URL (an http or https URL, with any path prefix, as
+// kvroute.Endpoint.Address names an engine) rather than by host:port: the
+// prefill request goes to base with path appended, so that an https
+// prefiller, or one behind a path prefix, is reached as the caller reaches
+// its decode endpoints; Config.PrefillerScheme is not used.
+// Options.AllowTarget vets the URL's host:port (the scheme's default port
+// when it names none). A base that is no such URL (another scheme, no
+// host, user info, a query or a fragment) falls back as ReasonBadTarget.
+func (x *Exchange) PrefillURLWithin(ctx context.Context, base, path string, hdr http.Header, body []byte, b Budget) (res Result, held int64, err error) {
+	return x.prefillWithin(ctx, baseTarget(base), path, hdr, body, b)
+}
+
+// prefillWithin is PrefillWithin with the prefiller at t.
+func (x *Exchange) prefillWithin(ctx context.Context, t target, path string, hdr http.Header, body []byte, b Budget) (res Result, held int64, err error) {
 	if int64(len(body)) > x.cfg.MaxBodyBytes {
 		return Result{RequestID: requestID(hdr)}, 0, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
 	}
@@ -56,7 +74,7 @@ func (x *Exchange) PrefillWithin(ctx context.Context, hostPort, path string, hdr
 		}
 		return Result{RequestID: requestID(hdr)}, 0, err
 	}
-	if res, err = x.prefillText(ctx, hostPort, path, hdr, text, c); err != nil {
+	if res, err = x.prefillText(ctx, t, path, hdr, text, c); err != nil {
 		c.releaseAll()
 		return res, 0, err
 	}
