@@ -97,14 +97,17 @@ type DisaggHostConfig struct {
 	// prefills locally (counted in
 	// kvroute_sidecar_prefill_fallbacks_total{reason="timeout"}), and
 	// MaxBodyBytes, MaxPrefillResponseBytes and PrefillerScheme bound and
-	// address the prefill request (a split body over MaxBodyBytes is
-	// answered 413). The prefill request goes to the prefill endpoint's
-	// Address (its scheme and any path prefix) when it has one, as the
-	// decode request goes to the decode endpoint's; PrefillerScheme is the
-	// scheme of an endpoint named by its ID (host:port) alone. DecoderURL must be empty: the decode endpoint is the
-	// decision's. Zero fields take sidecar's defaults, but for a zero
+	// address the prefill request. A split body over MaxBodyBytes goes to
+	// no prefiller: the decode endpoint prefills it (HeaderPrefillFallback
+	// body_too_large, counted as that reason). The prefill request goes to
+	// the prefill endpoint's Address (its scheme and any path prefix) when
+	// it has one, as the decode request goes to the decode endpoint's;
+	// PrefillerScheme is the scheme of an endpoint named by its ID
+	// (host:port) alone. DecoderURL must be empty: the decode endpoint is
+	// the decision's. Zero fields take sidecar's defaults, but for a zero
 	// MaxBodyBytes, which a Server sets to Config.MaxBodyBytes when that is
-	// larger, so that no body the gateway takes is refused for being split.
+	// larger, so that every body the gateway takes may be split; a lower
+	// MaxBodyBytes keeps larger bodies off the prefillers.
 	Exchange sidecar.Config `json:"exchange"`
 }
 
@@ -209,10 +212,6 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 		if errors.Is(err, sidecar.ErrNoRoom) {
 			h.writeBodyBudget(w, api) // counted by the caller, as the other refusals
 			return nil, nil, "", 0, ResultBodyBudget, errBodyBudget
-		}
-		if errors.Is(err, sidecar.ErrTooLarge) {
-			writeError(w, api, http.StatusRequestEntityTooLarge, err.Error())
-			return nil, nil, "", 0, ResultBodyTooLarge, err
 		}
 		writeError(w, api, http.StatusBadRequest, err.Error())
 		return nil, nil, "", 0, ResultBadRequest, err

@@ -194,11 +194,11 @@ func (s *Server) buildHandler(cfg ServerConfig, picker kvroute.Picker, opts Opti
 	h.admission = s.admission
 	if cfg.Disagg != nil && cfg.DisaggHost.Mode == DisaggModeExchange {
 		// The prefill requests go over the gateway's own upstream
-		// connections; the metrics are served with the gateway's. The
-		// prefill step refuses a body over its limit (413), which only a
-		// split request meets: unset, that limit is at least the
-		// gateway's own, so that a body the gateway took is not refused
-		// for being split.
+		// connections; the metrics are served with the gateway's. A
+		// body over the prefill step's limit goes to no prefiller (the
+		// decode endpoint prefills it, fallback body_too_large): unset,
+		// that limit is at least the gateway's own, so that every body
+		// the gateway takes may be split.
 		xcfg := cfg.DisaggHost.Exchange
 		if xcfg.MaxBodyBytes == 0 {
 			xcfg.MaxBodyBytes = max(sidecar.DefaultMaxBodyBytes, h.cfg.MaxBodyBytes)

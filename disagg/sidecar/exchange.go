@@ -206,9 +206,12 @@ func (x *Exchange) prefillText(ctx context.Context, t target, path string, hdr h
 }
 
 // unusableTarget returns the fallback reason and its cause when the
-// prefill step cannot use t (ReasonBadTarget, ReasonNotAllowed), "" when
-// it can.
+// prefill step cannot use t (ReasonBadTarget, ReasonNotAllowed) or the
+// body may go to no prefiller (ReasonBodyTooLarge), "" when it can.
 func (x *Exchange) unusableTarget(t target) (reason string, why error) {
+	if t.over != nil {
+		return ReasonBodyTooLarge, t.over
+	}
 	if t.bad != "" {
 		return ReasonBadTarget, fmt.Errorf("invalid prefiller URL %q", truncate(t.bad))
 	}

@@ -36,7 +36,7 @@ func newMetrics(set telemetry.Set) (*metrics, error) {
 		}, []string{"outcome"}),
 		fallbacks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_sidecar_prefill_fallbacks_total",
-			Help: "Prefill steps given up for a local prefill on the decoder, by reason (bad_target, unreachable, timeout, status, bad_response, not_allowed, forced_tool: a Messages request forcing a named tool, whose one-token prefill vLLM fails, not sent; body_budget: the budget of body bytes in flight had room for the body, not for the copies a split makes of it).",
+			Help: "Prefill steps given up for a local prefill on the decoder, by reason (bad_target, unreachable, timeout, status, bad_response, not_allowed, forced_tool: a Messages request forcing a named tool, whose one-token prefill vLLM fails, not sent; body_budget: the budget of body bytes in flight had room for the body, not for the copies a split makes of it; body_too_large: a body over maxBodyBytes, which the gateway's exchange mode took under a larger limit of its own).",
 		}, []string{"reason"}),
 		prefillSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "kvroute_sidecar_prefill_duration_seconds",

@@ -34,10 +34,14 @@ const (
 	// but not for the copies a split makes of it, so the decoder gets the
 	// body alone (see Handler).
 	ReasonBodyBudget = "body_budget"
+	// ReasonBodyTooLarge: the body was over Config.MaxBodyBytes, a bound
+	// on what goes to a prefiller that Exchange.PrefillWithin's caller set
+	// below its own body limit, so the decoder gets it alone.
+	ReasonBodyTooLarge = "body_too_large"
 )
 
 // Reasons lists every fallback reason, the label values' fixed set.
-var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed, ReasonForcedTool, ReasonBodyBudget}
+var Reasons = []string{ReasonBadTarget, ReasonUnreachable, ReasonTimeout, ReasonStatus, ReasonBadResponse, ReasonNotAllowed, ReasonForcedTool, ReasonBodyBudget, ReasonBodyTooLarge}
 
 // Result is the outcome of Exchange.Prefill.
 type Result struct {

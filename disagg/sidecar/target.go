@@ -12,8 +12,13 @@ import (
 // target is where a prefill request goes: hostPort, the address
 // Options.AllowTarget vets, and base, the prefiller's base URL when the
 // caller knows it ("": Config.PrefillerScheme and hostPort). bad is a base
-// URL that was unusable, for the fallback's cause.
-type target struct{ hostPort, base, bad string }
+// URL that was unusable, for the fallback's cause; over, when not nil,
+// says the body is over Config.MaxBodyBytes, so that it goes to no
+// prefiller (ReasonBodyTooLarge).
+type target struct {
+	hostPort, base, bad string
+	over                error
+}
 
 // baseTarget is the target of a prefiller at base, an http or https URL
 // with an optional path prefix and nothing else.

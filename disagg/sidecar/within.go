@@ -32,7 +32,11 @@ var ErrNoRoom = bytebudget.ErrNoRoom
 // (which takes the prefill body's room, reserved before the prefiller is
 // sent anything) and LocalBody when it is a copy.
 //
-// A split whose copies find no room falls back to a local prefill
+// A body over Config.MaxBodyBytes, which the caller took under a larger
+// limit of its own, is not sent to the prefiller: it falls back to a local
+// prefill (ReasonBodyTooLarge), the decoder getting LocalBody, where
+// Prefill answers ErrTooLarge. A split whose copies find no room falls
+// back to a local prefill
 // (ReasonBodyBudget) before the prefiller is sent anything: DecodeBody and
 // LocalBody are then the body itself when it carries no
 // kv_transfer_params of its own. ErrNoRoom when even going to the decoder
@@ -63,7 +67,8 @@ func (x *Exchange) PrefillURLWithin(ctx context.Context, base, path string, hdr 
 // prefillWithin is PrefillWithin with the prefiller at t.
 func (x *Exchange) prefillWithin(ctx context.Context, t target, path string, hdr http.Header, body []byte, b Budget) (res Result, held int64, err error) {
 	if int64(len(body)) > x.cfg.MaxBodyBytes {
-		return Result{RequestID: requestID(hdr)}, 0, fmt.Errorf("%w: %w: %d bytes, limit %d", ErrBadRequest, ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
+		// Not refused: the caller took it, and the decoder prefills it.
+		t.over = fmt.Errorf("%w: %d bytes, limit %d", ErrTooLarge, len(body), x.cfg.MaxBodyBytes)
 	}
 	c := &copies{budget: b}
 	text, err := jsonscan.PythonJSON(body, func(n int) error { return c.take(copyText, n) })
