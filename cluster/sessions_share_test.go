@@ -27,16 +27,10 @@ func TestAffinitySharesOnceAndNeverAfterClose(t *testing.T) {
 	srv := redistest.Start(t)
 	defer srv.Stop()
 	regA := prometheus.NewRegistry()
-	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{Set: telemetry.Set{Registerer: regA}})
-	defer a.Close() // before the leak check and the server's stop, should the test fail
+	a, q, closeAll := sessionPair(t, srv.Addr, regA)
+	defer closeAll() // before the leak check and the server's stop, should the test fail
 	p := newRouter(t, srv.Addr, "p", nil, kvroute.Options{})
 	defer p.Close()
-	affQ, err := session.New(session.Config{}, session.Options{})
-	require.NoError(t, err)
-	defer affQ.Close()
-	q := newRouter(t, srv.Addr, "q", nil, kvroute.Options{Scorers: []kvroute.WeightedScorer{affQ.Scorer()}, Profile: affQ.Profile(nil)})
-	defer q.Close()
-	require.NoError(t, affQ.Share(q.Cluster()))
 
 	old, err := session.New(session.Config{}, session.Options{})
 	require.NoError(t, err)
@@ -63,6 +57,19 @@ func TestAffinitySharesOnceAndNeverAfterClose(t *testing.T) {
 	require.Equal(t, 1.0, sessionsApplied(t, regA))
 }
 
+// sessionPair starts replica a (registering on reg) and replica q, whose
+// Router keeps sessions in an Affinity shared with q's replica; closeAll
+// closes q, its Affinity and a.
+func sessionPair(t *testing.T, addr string, reg prometheus.Registerer) (a, q *kvroute.Router, closeAll func()) {
+	t.Helper()
+	a = newRouter(t, addr, "a", nil, kvroute.Options{Set: telemetry.Set{Registerer: reg}})
+	affQ, err := session.New(session.Config{}, session.Options{})
+	require.NoError(t, err)
+	q = newRouter(t, addr, "q", nil, kvroute.Options{Scorers: []kvroute.WeightedScorer{affQ.Scorer()}, Profile: affQ.Profile(nil)})
+	require.NoError(t, affQ.Share(q.Cluster()))
+	return a, q, func() { q.Close(); affQ.Close(); a.Close() }
+}
+
 // sessionsApplied reads kvroute_cluster_sessions_applied_total from reg.
 func sessionsApplied(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
@@ -85,14 +92,8 @@ func TestAffinityCloseLeavesTheReplicaToItsReplacement(t *testing.T) {
 	defer leakcheck.Check(t)()
 	srv := redistest.Start(t)
 	defer srv.Stop()
-	a := newRouter(t, srv.Addr, "a", nil, kvroute.Options{})
-	defer a.Close()
-	affQ, err := session.New(session.Config{}, session.Options{})
-	require.NoError(t, err)
-	defer affQ.Close()
-	q := newRouter(t, srv.Addr, "q", nil, kvroute.Options{Scorers: []kvroute.WeightedScorer{affQ.Scorer()}, Profile: affQ.Profile(nil)})
-	defer q.Close()
-	require.NoError(t, affQ.Share(q.Cluster()))
+	a, q, closeAll := sessionPair(t, srv.Addr, nil)
+	defer closeAll()
 
 	old, err := session.New(session.Config{}, session.Options{})
 	require.NoError(t, err)
