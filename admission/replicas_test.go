@@ -211,18 +211,10 @@ func TestShareQueuesOnceAndNeverAfterClose(t *testing.T) {
 	defer leakcheck.Check(t)()
 	rs := redistest.Start(t)
 	defer func() { _ = rs.Stop() }()
-	regP := prometheus.NewRegistry()
-	a := newReplica(t, rs, "once", "a", true, telemetry.Set{})
+	a, p, regP := sharingPair(t, rs, "once")
 	defer a.close()
-	p := newReplica(t, rs, "once", "p", true, telemetry.Set{Registerer: regP})
 	defer p.close()
-	if err := p.ctrl.ShareQueues(p.router.Cluster()); err != nil {
-		t.Fatal(err)
-	}
 	old := a.ctrl
-	if err := old.ShareQueues(a.router.Cluster()); err != nil {
-		t.Fatal(err)
-	}
 	if err := old.ShareQueues(a.router.Cluster()); err != nil {
 		t.Fatalf("the same replica again: %v, want nil", err)
 	}
@@ -234,31 +226,12 @@ func TestShareQueuesOnceAndNeverAfterClose(t *testing.T) {
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
 
-	det := newSwitch()
-	next, err := New(Config{Objectives: []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}}},
-		Options{Detectors: []Detector{det}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	next, det := newSharingController(t, a)
 	defer next.Close()
-	if err := next.ShareQueues(a.router.Cluster()); err != nil {
-		t.Fatal(err)
-	}
 	if err := old.ShareQueues(a.router.Cluster()); !errors.Is(err, ErrClosed) { // late: must not displace next
 		t.Fatalf("after Close: %v, want ErrClosed", err)
 	}
-	ep := kvroute.Endpoint{ID: "10.0.0.1:8000"}
-	det.set(ep.ID, true)
-	got := make(chan error, 1)
-	go func() {
-		got <- next.Admit(WithObjective(context.Background(), "chat"), tokensReq(16), []kvroute.Endpoint{ep})
-	}()
-	waitFor(t, func() bool { return next.Queued() == 1 })
-	waitFor(t, func() bool { return fleetQueued(t, regP, "1") == 1 }) // next's queue reaches p through a
-	next.Close()
-	if err := <-got; !errors.Is(err, ErrClosed) {
-		t.Fatalf("queued request at Close: %v, want ErrClosed", err)
-	}
+	requireQueueReachesPeer(t, next, det, regP)
 }
 
 // A Controller that replaced another on a replica takes the replica's
@@ -268,30 +241,54 @@ func TestShareQueuesCloseLeavesTheReplicaToItsNewController(t *testing.T) {
 	defer leakcheck.Check(t)()
 	rs := redistest.Start(t)
 	defer func() { _ = rs.Stop() }()
-	regP := prometheus.NewRegistry()
-	a := newReplica(t, rs, "handover", "a", true, telemetry.Set{})
+	a, p, regP := sharingPair(t, rs, "handover")
 	defer a.close()
-	p := newReplica(t, rs, "handover", "p", true, telemetry.Set{Registerer: regP})
 	defer p.close()
-	if err := p.ctrl.ShareQueues(p.router.Cluster()); err != nil {
-		t.Fatal(err)
+	next, det := newSharingController(t, a)
+	defer next.Close()
+	a.ctrl.Close() // after next took the replica over
+	requireQueueReachesPeer(t, next, det, regP)
+}
+
+// sharingPair starts replicas a and p of pool, p registering on regP, each
+// Controller sharing its queues with its own replica.
+func sharingPair(t *testing.T, rs *redistest.Server, pool string) (a, p *replica, regP *prometheus.Registry) {
+	t.Helper()
+	regP = prometheus.NewRegistry()
+	a = newReplica(t, rs, pool, "a", true, telemetry.Set{})
+	p = newReplica(t, rs, pool, "p", true, telemetry.Set{Registerer: regP})
+	for _, r := range []*replica{p, a} {
+		if err := r.ctrl.ShareQueues(r.router.Cluster()); err != nil {
+			a.close()
+			p.close()
+			t.Fatal(err)
+		}
 	}
-	old := a.ctrl
-	if err := old.ShareQueues(a.router.Cluster()); err != nil {
-		t.Fatal(err)
-	}
+	return a, p, regP
+}
+
+// newSharingController is a Controller, deciding saturation by the switch
+// it returns, that shares its queues with r's replica.
+func newSharingController(t *testing.T, r *replica) (*Controller, *switchDetector) {
+	t.Helper()
 	det := newSwitch()
-	next, err := New(Config{Objectives: []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}}},
+	c, err := New(Config{Objectives: []Objective{{Name: "chat", Priority: 1}, {Name: "batch", Priority: -1}}},
 		Options{Detectors: []Detector{det}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer next.Close()
-	if err := next.ShareQueues(a.router.Cluster()); err != nil {
+	if err := c.ShareQueues(r.router.Cluster()); err != nil {
+		c.Close()
 		t.Fatal(err)
 	}
-	old.Close() // after next took the replica over
+	return c, det
+}
 
+// requireQueueReachesPeer queues a request on next and waits for the peer
+// registering on regP to count it in its fleet gauge; next's Close then
+// ends the request with ErrClosed.
+func requireQueueReachesPeer(t *testing.T, next *Controller, det *switchDetector, regP *prometheus.Registry) {
+	t.Helper()
 	ep := kvroute.Endpoint{ID: "10.0.0.1:8000"}
 	det.set(ep.ID, true)
 	got := make(chan error, 1)
