@@ -19,7 +19,8 @@
 // Config.Served (by endpoint ID), the endpoint label Config.Label (a
 // comma-separated list; Kubernetes discovery reads the pod annotation of
 // that name; the names it leaves out are counted), and the engines' own GET /v1/models, read by a Poller
-// (bounded calls, failures counted, the last good answer kept).
+// (bounded calls, failures counted, the last good answer kept; an endpoint
+// new or at a new address read at once, the old address's answer dropped).
 //
 // The Poller also learns which served names are LoRA adapters: vLLM lists
 // each adapter it has registered (--lora-modules, /v1/load_lora_adapter)

@@ -109,6 +109,13 @@ func (m *pollMetrics) forget(id string) {
 	m.aliases.DeletePartialMatch(l)
 }
 
+// forgetAnswer deletes the gauges that describe an endpoint's last answer,
+// dropped when its URL changed; its counters stay, as the endpoint does.
+func (m *pollMetrics) forgetAnswer(id string) {
+	m.served.DeleteLabelValues(id)
+	m.aliases.DeleteLabelValues(id)
+}
+
 // register registers c on reg (nil: not at all), reusing an identical
 // collector already registered; one it registered itself joins owned, for
 // its component's Close to unregister.

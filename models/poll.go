@@ -101,23 +101,28 @@ func newPoller(cfg PollConfig, opts Options, rewrites *Table) (*Poller, error) {
 }
 
 // SetEndpoints replaces the endpoints polled; a new one is polled at once,
-// a removed one forgotten with its series.
+// a removed one forgotten with its series. One whose URL changed (a pod
+// replaced at a new address under the same ID) is a new engine: the answer
+// of its old URL is dropped, with the gauges that describe it, and it is
+// polled at once, so that it is not routed by the models its predecessor
+// served until the next interval.
 func (p *Poller) SetEndpoints(eps []kvroute.Endpoint) {
 	p.mu.Lock()
 	next := make(map[string]string, len(eps))
 	added := false
 	for _, e := range eps {
 		next[e.ID] = e.URL()
-		if _, ok := p.urls[e.ID]; !ok {
+		if old, ok := p.urls[e.ID]; !ok {
+			added = true
+		} else if old != next[e.ID] {
+			p.dropAnswer(e.ID)
+			p.met.forgetAnswer(e.ID)
 			added = true
 		}
 	}
 	for id := range p.urls {
 		if _, ok := next[id]; !ok {
-			delete(p.models, id)
-			delete(p.parents, id)
-			delete(p.cards, id)
-			delete(p.aliases, id)
+			p.dropAnswer(id)
 			p.met.forget(id)
 		}
 	}
@@ -129,6 +134,14 @@ func (p *Poller) SetEndpoints(eps []kvroute.Endpoint) {
 		default:
 		}
 	}
+}
+
+// dropAnswer forgets endpoint id's last answer; p.mu is held.
+func (p *Poller) dropAnswer(id string) {
+	delete(p.models, id)
+	delete(p.parents, id)
+	delete(p.cards, id)
+	delete(p.aliases, id)
 }
 
 // Models returns the models endpoint id listed in its last good answer, and
@@ -249,9 +262,11 @@ func (p *Poller) PollOnce(ctx context.Context) bool {
 		ms, parents := c.names, c.parents
 		failed := reason != "" && ctx.Err() == nil // a call cut short by Close is no failure
 		// The endpoint's series are written under mu, as SetEndpoints
-		// forgets them: an endpoint removed meanwhile gets none back.
+		// forgets them: an endpoint removed meanwhile gets none back, and
+		// one moved to another URL keeps nothing of its old URL's answer
+		// (SetEndpoints kicked a poll of the new one).
 		p.mu.Lock()
-		if _, still := p.urls[id]; !still {
+		if u, still := p.urls[id]; !still || u != urls[id] {
 			p.mu.Unlock()
 			continue
 		}
