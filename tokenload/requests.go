@@ -35,9 +35,9 @@ var (
 	// MaxRequestIDBytes.
 	ErrInvalidRequestID = errors.New("tokenload: invalid request ID")
 	// ErrNilHandle means the handle is nil (a nil Handle or a nil
-	// *Inflight): the host's mistake. Filed, it would panic when the table
-	// releases it on expiry or eviction, possibly on the expiry timer's
-	// goroutine.
+	// *Inflight): the host's mistake. Filed, a nil Handle would panic when
+	// the table releases it on expiry or eviction, possibly on the expiry
+	// timer's goroutine, and a nil *Inflight accounts for no request.
 	ErrNilHandle = errors.New("tokenload: nil request handle")
 )
 

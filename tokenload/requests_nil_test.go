@@ -7,10 +7,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A nil Handle, or a nil *Inflight, filed under an ID would panic in its
-// Done or Endpoint once the table drops it (expired, evicted), possibly on
-// the expiry timer's goroutine: Register refuses it with ErrNilHandle,
-// counted as invalid, and the table stays usable.
+// A nil Handle filed under an ID would panic in its Done or Endpoint once
+// the table drops it (expired, evicted), possibly on the expiry timer's
+// goroutine, and a nil *Inflight holds no request: Register refuses both
+// with ErrNilHandle, counted as invalid, and the table stays usable.
 func TestRequestTableRefusesANilHandle(t *testing.T) {
 	f := newTableFixture(t, RequestTableConfig{MaxRequests: 2, TTL: time.Minute})
 	require.ErrorIs(t, f.tab.Register("nil-interface", nil), ErrNilHandle)

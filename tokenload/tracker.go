@@ -167,7 +167,8 @@ func (t *Tracker) Len() int { return t.endpoints.Size() }
 // Inflight is the accounting entry of one dispatched request (per request and
 // endpoint, so a disaggregated prefill/decode request holds one per role).
 // Its methods are safe for concurrent use and each release happens exactly
-// once. The zero value holds nothing, and its methods are no-ops. An Inflight
+// once. The zero value and a nil *Inflight hold nothing, and their methods
+// are no-ops that report zero values. An Inflight
 // must not be copied after its first dispatch.
 type Inflight struct {
 	c        *counters
@@ -176,12 +177,21 @@ type Inflight struct {
 	open     atomic.Bool  // request still counted
 }
 
-// Endpoint returns the endpoint the request was dispatched to.
-func (h *Inflight) Endpoint() string { return h.endpoint }
+// Endpoint returns the endpoint the request was dispatched to ("" for a
+// nil or zero Inflight).
+func (h *Inflight) Endpoint() string {
+	if h == nil {
+		return ""
+	}
+	return h.endpoint
+}
 
 // Held returns the tokens this request still holds and whether it still
-// counts as an open request.
+// counts as an open request (0 and false for a nil or zero Inflight).
 func (h *Inflight) Held() (tokens int64, open bool) {
+	if h == nil {
+		return 0, false
+	}
 	return h.tokens.Load(), h.open.Load()
 }
 

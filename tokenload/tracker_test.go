@@ -71,9 +71,14 @@ func TestInflightZeroAndNilAreNoOps(t *testing.T) {
 	held, open := h.Held()
 	require.Zero(t, held)
 	require.False(t, open)
+	require.Empty(t, h.Endpoint())
 	var nilH *Inflight
 	nilH.FirstChunk()
 	nilH.Done()
+	held, open = nilH.Held()
+	require.Zero(t, held, "a nil Inflight holds nothing, as the zero value")
+	require.False(t, open)
+	require.Empty(t, nilH.Endpoint())
 }
 
 func TestTrackerDispatchIntoReusesHandle(t *testing.T) {
