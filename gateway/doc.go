@@ -149,10 +149,11 @@
 //
 // GET /v1/models (also with a trailing slash, forwarded without it) is
 // forwarded to the endpoints in turn without a routing decision, its
-// outcomes counted under api "models", as is (uncounted) a
+// outcomes counted under api "models", as is a
 // browser's CORS preflight (OPTIONS with Origin and
 // Access-Control-Request-Method) of an inference route, /v1/models or
-// /v1/messages/count_tokens, which the engine's CORS policy (vLLM's --allowed-origins) answers. POST
+// /v1/messages/count_tokens, which the engine's CORS policy (vLLM's
+// --allowed-origins) answers, its outcomes counted under api "preflight". POST
 // /v1/messages/count_tokens, vLLM's Anthropic token count (it renders the
 // prompt and runs nothing, so there is no cache to route by), goes to the
 // endpoints serving the body's model in turn, without a routing decision or

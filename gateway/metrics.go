@@ -72,7 +72,7 @@ var results = []Result{ResultSuccess, ResultUpstreamStatus, ResultUpstreamUnreac
 	ResultUpstreamClosed, ResultUpstreamError, ResultUpstreamBroken,
 	ResultClientAbort, ResultClientStalled, ResultBodyTooLarge, ResultBodyBudget, ResultBodyTimeout, ResultBadRequest, ResultNoEndpoint, ResultShed}
 
-var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate, apiCountTokens, apiModels}
+var apis = []render.API{render.APICompletions, render.APIChatCompletions, render.APIMessages, render.APIResponses, apiGenerate, apiCountTokens, apiModels, apiPreflight}
 
 // apiMetrics are one API's label children, resolved once so that the request
 // path does no label lookups.
@@ -115,7 +115,7 @@ func resultList() string {
 func newMetrics(set telemetry.Set, bodyBytes, resends func() int64) (*metrics, error) {
 	requests := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "kvroute_gateway_requests_total",
-		Help: "Inference requests handled by the gateway, with the token counts (api count_tokens) and model listings (api models) it passes through, by API and result (" + resultList() + ").",
+		Help: "Inference requests handled by the gateway, with the token counts (api count_tokens) and model listings (api models) and CORS preflights (api preflight) it passes through, by API and result (" + resultList() + ").",
 	}, []string{"api", "result"})
 	pick := prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "kvroute_gateway_pick_duration_seconds",

@@ -25,7 +25,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	counting := trimmed == countTokensPath
 	if (ok || models || counting) && corsPreflight(r) {
 		// The engine's CORS policy (vLLM's --allowed-origins) answers it.
-		h.serveOne(w, r, nil)
+		h.serveOne(w, r, h.met.byAPI[apiPreflight])
 		return
 	}
 	if ok {
@@ -79,6 +79,11 @@ const modelsPath = "/v1/models"
 
 // apiModels labels modelsPath's requests in the gateway's metrics.
 const apiModels render.API = "models"
+
+// apiPreflight labels the CORS preflights (corsPreflight) of every route
+// in the gateway's metrics: they are forwarded to an engine as a listing is,
+// not requests of the route's API.
+const apiPreflight render.API = "preflight"
 
 // withPath returns a shallow copy of r whose URL has path p.
 func withPath(r *http.Request, p string) *http.Request {
