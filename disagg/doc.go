@@ -137,8 +137,9 @@
 // # Hosts
 //
 // A host forwards the request to Decision.Endpoint and, when
-// Decision.Roles holds a prefill pick, names it ("host:port", its ID) in
-// HeaderPrefiller, as llm-d's router does: the decode pod's routing
+// Decision.Roles holds a prefill pick, names it in HeaderPrefiller by
+// PrefillerHostPort (the host:port of its Address, else its ID), as
+// llm-d's router does: the decode pod's routing
 // sidecar sends the request to the prefiller first (one token, KV-transfer
 // parameters asking for remote decode) and then to its local engine with
 // the parameters the prefiller returned. The gateway (its "disagg" config
