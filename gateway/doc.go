@@ -64,7 +64,8 @@
 //
 // With ServerConfig.Disagg the Router's profile step is package disagg's
 // prefill/decode Profile: each request goes to a decode endpoint and, when
-// the decider splits it, the request names its prefill endpoint in
+// the decider splits it, the request names its prefill endpoint (the
+// host:port of its Address, else its ID: disagg.PrefillerHostPort) in
 // x-prefiller-host-port (disagg.HeaderPrefiller) and, with the same value,
 // llm-d's current x-llm-d-prefiller-host-port (disagg.HeaderPrefillerLLMD)
 // for the decode pod's routing sidecar, and the response in

@@ -14,7 +14,6 @@ import (
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/disagg/sidecar"
-	"github.com/kvroute/kvroute/internal/h1pool"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/telemetry"
 )
@@ -228,15 +227,10 @@ func (h *Handler) exchange(w http.ResponseWriter, r *http.Request, hdr http.Head
 
 // endpointHostPort is the host:port requests to e go to (and the
 // gateway's transport pools their connections under): the endpoint's ID, or
-// the host of its Address when it has one.
+// the host of its Address when it has one, the value header mode names a
+// prefill endpoint by.
 func endpointHostPort(e kvroute.Endpoint) string {
-	if e.Address == "" {
-		return e.ID
-	}
-	if hp := h1pool.HostPort(e.Address); hp != "" {
-		return hp
-	}
-	return e.ID
+	return disagg.PrefillerHostPort(e)
 }
 
 // retryLocal sends out once more to the decode endpoint with body, the

@@ -126,9 +126,11 @@ func (h *Handler) forward(w http.ResponseWriter, r *http.Request, body []byte, d
 		exchanged = split
 	case split:
 		// Under both names, as llm-d's router writes it: every sidecar
-		// reads one of them.
-		hdr[headerPrefiller] = []string{d.Roles[0].Endpoint.ID}
-		hdr[headerPrefillerLLMD] = []string{d.Roles[0].Endpoint.ID}
+		// reads one of them. The value is where the prefill endpoint's
+		// requests go (its Address's host:port), which its ID need not be.
+		hp := disagg.PrefillerHostPort(d.Roles[0].Endpoint)
+		hdr[headerPrefiller] = []string{hp}
+		hdr[headerPrefillerLLMD] = []string{hp}
 	}
 	var rd io.Reader = http.NoBody
 	if body != nil {
