@@ -117,3 +117,34 @@ func TestClientSidecarRoutingHeadersRemoved(t *testing.T) {
 		h.idle()
 	}
 }
+
+// A prefill endpoint with an Address is named in the prefiller headers by
+// the Address's host:port, where its requests go, not by its ID: the
+// decode pod's sidecar prefills there.
+func TestDisaggPrefillerHeaderNamesTheAddress(t *testing.T) {
+	defer leakcheck.Check(t)()
+	prof, err := disagg.New(disagg.Config{NonCachedTokens: 200}, disagg.Options{})
+	require.NoError(t, err)
+	h := newHarnessProfile(t, Config{}, nil, prof, engineOpts{role: disagg.RolePrefill, front: true}, engineOpts{role: disagg.RoleDecode})
+	defer h.close()
+	pre, dec := h.engines[0], h.engines[1].id
+	want := pre.front.Listener.Addr().String()
+	require.NotEqual(t, pre.id, want)
+
+	st, err := h.client.Process(ctxT(t))
+	require.NoError(t, err)
+	require.NoError(t, st.Send(envoyHeaders("/v1/completions", false, nil)))
+	require.NoError(t, st.Send(bodyChunk(completionsBody(prompt(351, 400, "address"), false), true)))
+	hr, err := st.Recv()
+	require.NoError(t, err)
+	mut := hr.GetRequestHeaders().GetResponse().GetHeaderMutation()
+	require.Equal(t, dec, setHeader(mut, DefaultDestinationHeader))
+	require.Equal(t, want, setHeader(mut, disagg.HeaderPrefiller))
+	require.Equal(t, want, setHeader(mut, disagg.HeaderPrefillerLLMD))
+	_, reqs := h.load(pre.id)
+	require.EqualValues(t, 1, reqs, "the prefill pick is accounted under its ID")
+	_, err = st.Recv() // the body's answer
+	require.NoError(t, err)
+	drain(t, st)
+	h.idle()
+}

@@ -27,8 +27,10 @@
 //     empty chunk ending the stream, or, on an inference API's path, 400.
 //     When the Router's profile step (package disagg) split the request,
 //     the same answer sets x-prefiller-host-port and llm-d's current
-//     x-llm-d-prefiller-host-port on the request to the prefill endpoint,
-//     for the decode pod's routing sidecar, as llm-d's picker does;
+//     x-llm-d-prefiller-host-port on the request to the prefill endpoint
+//     (the host:port of its Address, else its ID:
+//     disagg.PrefillerHostPort), for the decode pod's routing sidecar, as
+//     llm-d's picker does;
 //     otherwise a client's own values of those headers are removed. So are
 //     a client's values of the other headers llm-d's sidecar acts on, which
 //     the picker never sets (x-encoder-hosts-ports,

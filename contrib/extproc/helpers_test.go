@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,7 @@ type engineOpts struct {
 	noRender   bool          // without --enable-scale-out: render answers 404
 	decodeStep time.Duration // 0: 1ms
 	role       string        // its endpoint's Role
+	front      bool          // also served by an HTTP server in front of it, its endpoint's Address
 }
 
 // simEngine is one simulated vLLM server with KV events and replay.
@@ -43,6 +45,7 @@ type simEngine struct {
 	srv    *server.Server
 	id     string
 	served chan error
+	front  *httptest.Server // engineOpts.front: its endpoint's Address
 }
 
 func startEngine(t *testing.T, o engineOpts) *simEngine {
@@ -76,16 +79,26 @@ func startEngine(t *testing.T, o engineOpts) *simEngine {
 	require.NoError(t, err)
 	e := &simEngine{srv: srv, id: id, served: make(chan error, 1)}
 	go func() { e.served <- srv.Serve(ln) }()
+	if o.front {
+		e.front = httptest.NewServer(srv.Handler())
+	}
 	return e
 }
 
 func (e *simEngine) close() {
+	if e.front != nil {
+		e.front.Close()
+	}
 	_ = e.srv.Close()
 	<-e.served
 }
 
 func (e *simEngine) endpoint() kvroute.Endpoint {
-	return kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint()}
+	ep := kvroute.Endpoint{ID: e.id, EventsAddress: e.srv.KVEventsEndpoint(), ReplayAddress: e.srv.ReplayEndpoint()}
+	if e.front != nil {
+		ep.Address = e.front.URL + "/"
+	}
+	return ep
 }
 
 // harness is a picker with its Router, served over gRPC on loopback, and a

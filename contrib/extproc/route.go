@@ -9,6 +9,7 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/admission"
+	"github.com/kvroute/kvroute/disagg"
 	"github.com/kvroute/kvroute/internal/tokenin"
 	"github.com/kvroute/kvroute/render"
 	"github.com/kvroute/kvroute/session"
@@ -199,7 +200,9 @@ func (st *streamState) route(body []byte) error {
 	}
 	prefill := ""
 	if len(d.Roles) > 0 {
-		prefill = d.Roles[0].Endpoint.ID // a split request: its decode endpoint's sidecar prefills there
+		// A split request: its decode endpoint's sidecar prefills where
+		// the prefill endpoint's requests go, which its ID need not be.
+		prefill = disagg.PrefillerHostPort(d.Roles[0].Endpoint)
 	}
 	return st.answerRequest(list, prefill, body, d.RenderErr != nil)
 }
