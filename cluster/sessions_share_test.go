@@ -54,7 +54,10 @@ func TestAffinitySharesOnceAndNeverAfterClose(t *testing.T) {
 	require.Eventually(t, func() bool { ep, ok := next.Endpoint("conv-1"); return ok && ep == d.Endpoint.ID }, waitFor, time.Millisecond,
 		"q's session reaches next through a")
 	require.Zero(t, old.Len(), "a closed Affinity learned a peer's session")
-	require.Equal(t, 1.0, sessionsApplied(t, regA))
+	// The replica counts a record applied once its sink returned, after
+	// next stored it: wait for the count rather than read it at once.
+	require.Eventually(t, func() bool { return sessionsApplied(regA) == 1 }, waitFor, time.Millisecond,
+		"a applied the record once")
 }
 
 // sessionPair starts replica a (registering on reg) and replica q, whose
@@ -70,18 +73,20 @@ func sessionPair(t *testing.T, addr string, reg prometheus.Registerer) (a, q *kv
 	return a, q, func() { q.Close(); affQ.Close(); a.Close() }
 }
 
-// sessionsApplied reads kvroute_cluster_sessions_applied_total from reg.
-func sessionsApplied(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
+// sessionsApplied reads kvroute_cluster_sessions_applied_total from reg,
+// -1 when it cannot: it runs in require.Eventually's goroutine, where a
+// test may not fail.
+func sessionsApplied(reg *prometheus.Registry) float64 {
 	mfs, err := reg.Gather()
-	require.NoError(t, err)
+	if err != nil {
+		return -1
+	}
 	for _, mf := range mfs {
 		if mf.GetName() == "kvroute_cluster_sessions_applied_total" {
 			return mf.GetMetric()[0].GetCounter().GetValue()
 		}
 	}
-	t.Fatal("kvroute_cluster_sessions_applied_total not registered")
-	return 0
+	return -1
 }
 
 // An Affinity that shares a replica another one still shares takes it
