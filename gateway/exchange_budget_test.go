@@ -95,7 +95,9 @@ func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode, b)
 	require.Equal(t, sidecar.ReasonBodyBudget, resp.Header.Get(HeaderPrefillFallback))
 	require.Equal(t, prefills, pre.srv.Engine().Stats().GenerationTokens, "the prefiller did nothing")
-	require.Equal(t, 1.0, counter(t, gw.Registry(), "completions", ResultSuccess))
+	// The request is counted once the handler returns, which may be after
+	// the client has read the whole response.
+	waitFor(t, "the request counted", func() bool { return counter(t, gw.Registry(), "completions", ResultSuccess) == 1 })
 	require.Zero(t, counter(t, gw.Registry(), "completions", ResultBodyBudget))
 	waitFor(t, "the budget released", func() bool { return gw.Handler().budget.InUse() == 0 })
 	require.NoError(t, gw.Shutdown(context.Background()))
@@ -113,7 +115,7 @@ func TestExchangeChargesTheDecodeBodyToTheBodyBudget(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, b)
 	require.Equal(t, "1", resp.Header.Get("Retry-After"))
 	require.Contains(t, b, "request bodies in flight")
-	require.Equal(t, 1.0, counter(t, gw.Registry(), "completions", ResultBodyBudget))
+	waitFor(t, "the refusal counted", func() bool { return counter(t, gw.Registry(), "completions", ResultBodyBudget) == 1 })
 	require.Zero(t, counter(t, gw.Registry(), "completions", ResultSuccess))
 	require.Equal(t, prefills, pre.srv.Engine().Stats().GenerationTokens, "the prefiller did nothing")
 	waitFor(t, "the budget released", func() bool { return gw.Handler().budget.InUse() == 0 })
