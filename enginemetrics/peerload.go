@@ -28,11 +28,15 @@ func PeerLoads(sigs map[string]Signal, own func(endpoint string) (tokens, reques
 		ep    string
 		peers int64
 	}
-	var ownTok, ownReq int64
+	// ownTok is summed as a float64: own loads as absurd as the ones
+	// peerTokens caps, on two endpoints, would wrap an int64 sum negative
+	// (perReq below zero, every estimate an idle endpoint).
+	var ownTok float64
+	var ownReq int64
 	var over []excess // endpoints where the engine reports more requests than this router has open
 	for ep, s := range sigs {
 		t, r := own(ep)
-		ownTok += t
+		ownTok += float64(t)
 		ownReq += r
 		if peers := int64(max(s.Waiting, 0)) + int64(max(s.Running, 0)) - r; peers > 0 {
 			over = append(over, excess{ep, peers})
@@ -40,7 +44,7 @@ func PeerLoads(sigs map[string]Signal, own func(endpoint string) (tokens, reques
 	}
 	perReq := 0.0
 	if ownReq > 0 {
-		perReq = float64(ownTok) / float64(ownReq)
+		perReq = ownTok / float64(ownReq)
 	}
 	out := make(map[string]tokenload.PeerLoad, len(over))
 	for _, e := range over {

@@ -76,3 +76,18 @@ func TestPeerLoadsSaturate(t *testing.T) {
 	require.Equal(t, tokenload.PeerLoad{Tokens: maxPeerTokens, Requests: 2 * maxQueueLength}, got["b"])
 	require.Positive(t, got["b"].Tokens)
 }
+
+// Own loads that sum past int64 over the endpoints give a saturated
+// estimate, not a negative average load per request that makes every
+// queue read as idle.
+func TestPeerLoadsOwnLoadsSumPastInt64(t *testing.T) {
+	own := func(ep string) (int64, int64) {
+		if ep == "a" || ep == "c" {
+			return math.MaxInt64, 1
+		}
+		return 0, 0
+	}
+	sigs := map[string]Signal{"a": {Running: 1}, "b": {Waiting: 3}, "c": {Running: 1}}
+	got := PeerLoads(sigs, own)
+	require.Equal(t, tokenload.PeerLoad{Tokens: maxPeerTokens, Requests: 3}, got["b"])
+}
