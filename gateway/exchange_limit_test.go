@@ -18,11 +18,11 @@ import (
 	"github.com/kvroute/kvroute/simengine/server"
 )
 
-// In exchange mode the prefill step refuses a body over its
-// exchange.maxBodyBytes with 413 (sidecar.ErrTooLarge), a refusal only a
-// split request meets. Left zero, that limit is the gateway's own body
-// limit (Proxy.MaxBodyBytes, or sidecar's default when that is higher),
-// not sidecar's default alone: a gateway whose limit was raised to 64 MiB
+// In exchange mode the prefill step sends a body over its
+// exchange.maxBodyBytes to no prefiller, a limit only a split request
+// meets. Left zero, that limit is the gateway's own body limit
+// (Proxy.MaxBodyBytes, or sidecar's default when that is higher), not
+// sidecar's default alone: a gateway whose limit was raised to 64 MiB
 // answered a 40 MiB request 413 whenever the router split it, and served
 // it when it did not. An exchange limit the configuration sets is kept.
 func TestExchangeBodyLimitDefaultsToTheGatewayLimit(t *testing.T) {

@@ -37,9 +37,12 @@ type Config struct {
 	// PrefillTimeout bounds the prefill step (connect to last byte); past it
 	// the request falls back to a local prefill. Default 30s.
 	PrefillTimeout time.Duration `json:"prefillTimeout"`
-	// MaxBodyBytes bounds the client request body: the Exchange's, and
-	// every request a Handler serves (each is read whole before it goes to
-	// the decoder; a larger one is answered 413). Default 32 MiB.
+	// MaxBodyBytes bounds the client request body: the Exchange's (Prefill
+	// refuses a larger one with ErrTooLarge; PrefillWithin, whose caller
+	// took it under a larger limit of its own, sends it to no prefiller,
+	// ReasonBodyTooLarge), and every request a Handler serves (each is read
+	// whole before it goes to the decoder; a larger one is answered 413).
+	// Default 32 MiB.
 	MaxBodyBytes int64 `json:"maxBodyBytes"`
 	// MaxPrefillResponseBytes bounds the prefiller's answer (one token and
 	// the transfer parameters). Default 1 MiB.
