@@ -27,7 +27,8 @@ type Config struct {
 	// Pool is the name of the InferencePool to follow.
 	Pool string `json:"pool"`
 	// PoolVersion is "v1" (default, inference.networking.k8s.io) or
-	// "v1alpha2" (inference.networking.x-k8s.io).
+	// "v1alpha2" (inference.networking.x-k8s.io). It applies to Pool only:
+	// set with a Selector it is refused rather than ignored.
 	PoolVersion string `json:"poolVersion"`
 	// Selector is a Kubernetes label selector ("app=vllm,tier in (a,b)"),
 	// used when Pool is empty.
@@ -72,9 +73,10 @@ type Config struct {
 // Validate reports the first mistake of c that New would refuse: a missing
 // namespace, a negative debounce or maxEndpoints, a pool together with a
 // selector or target ports, an unknown poolVersion, or, without a pool, a
-// selector that does not parse or selects every pod, missing target ports,
-// or a target port out of range or given twice. LoadConfig calls it, so a
-// configuration file's mistake shows where the file is read.
+// poolVersion (which would be ignored), a selector that does not parse or
+// selects every pod, missing target ports, or a target port out of range
+// or given twice. LoadConfig calls it, so a configuration file's mistake
+// shows where the file is read.
 func (c Config) Validate() error {
 	_, _, err := c.check()
 	return err
@@ -103,6 +105,10 @@ func (c Config) check() (schema.GroupVersionResource, labels.Selector, error) {
 			return PoolV1Alpha2, nil, nil
 		}
 		return gvr, nil, fmt.Errorf("k8s: config: unknown poolVersion %q (v1 or v1alpha2)", c.PoolVersion)
+	}
+	if c.PoolVersion != "" {
+		return gvr, nil, fmt.Errorf("k8s: config: poolVersion applies to a pool, not to a selector: "+
+			"set either pool and poolVersion or selector and targetPorts (poolVersion %q)", c.PoolVersion)
 	}
 	sel, err := labels.Parse(c.Selector)
 	if err != nil {

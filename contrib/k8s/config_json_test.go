@@ -40,15 +40,17 @@ func TestConfigDecodesStrictly(t *testing.T) {
 func TestLoadConfigValidates(t *testing.T) {
 	for doc, want := range map[string]string{
 		`{"pool":"p"}`: "a namespace is required",
-		`{"namespace":"ns","pool":"p","debounce":"-1s"}`:                "debounce -1s is negative",
-		`{"namespace":"ns","pool":"p","maxEndpoints":-1}`:               "maxEndpoints -1 is negative",
-		`{"namespace":"ns","pool":"p","poolVersion":"v9"}`:              `unknown poolVersion "v9"`,
-		`{"namespace":"ns","pool":"p","selector":"a=b"}`:                "set either pool or selector and targetPorts, not both",
-		`{"namespace":"ns","targetPorts":[8000]}`:                       "an empty selector",
-		`{"namespace":"ns","selector":"a in ("}`:                        "selector:",
-		`{"namespace":"ns","selector":"a=b"}`:                           "targetPorts are required",
-		`{"namespace":"ns","selector":"a=b","targetPorts":[0]}`:         "target port 0 out of range",
-		`{"namespace":"ns","selector":"a=b","targetPorts":[8000,8000]}`: "target port 8000 given twice",
+		`{"namespace":"ns","pool":"p","debounce":"-1s"}`:                                    "debounce -1s is negative",
+		`{"namespace":"ns","pool":"p","maxEndpoints":-1}`:                                   "maxEndpoints -1 is negative",
+		`{"namespace":"ns","pool":"p","poolVersion":"v9"}`:                                  `unknown poolVersion "v9"`,
+		`{"namespace":"ns","pool":"p","selector":"a=b"}`:                                    "set either pool or selector and targetPorts, not both",
+		`{"namespace":"ns","targetPorts":[8000]}`:                                           "an empty selector",
+		`{"namespace":"ns","selector":"a in ("}`:                                            "selector:",
+		`{"namespace":"ns","selector":"a=b"}`:                                               "targetPorts are required",
+		`{"namespace":"ns","selector":"a=b","targetPorts":[0]}`:                             "target port 0 out of range",
+		`{"namespace":"ns","selector":"a=b","targetPorts":[8000,8000]}`:                     "target port 8000 given twice",
+		`{"namespace":"ns","selector":"a=b","targetPorts":[8000],"poolVersion":"v1alpha2"}`: "poolVersion applies to a pool, not to a selector",
+		`{"namespace":"ns","selector":"a=b","targetPorts":[8000],"poolVersion":"v1"}`:       "poolVersion applies to a pool, not to a selector",
 	} {
 		_, err := LoadConfig(strings.NewReader(doc))
 		require.ErrorContains(t, err, "k8s: config: "+want, doc)

@@ -276,6 +276,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"port twice":            {Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000, 8001, 8000}},
 		"both":                  {Namespace: ns, Pool: "p", Selector: "a=b"},
 		"bad version":           {Namespace: ns, Pool: "p", PoolVersion: "v9"},
+		"version with selector": {Namespace: ns, Selector: "a=b", TargetPorts: []int32{1}, PoolVersion: "v1"},
 		"negative debounce":     {Namespace: ns, Pool: "p", Debounce: -1},
 		"negative maxEndpoints": {Namespace: ns, Pool: "p", MaxEndpoints: -1},
 	} {
