@@ -4,10 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Defaults of Config.
@@ -39,7 +41,8 @@ type Config struct {
 	// EventsPortAnnotation and ReplayPortAnnotation name the pod annotations
 	// that give the engine's KV-event PUB and replay ROUTER ports (rank 0;
 	// rank r adds r). Empty means the defaults; a pod without them gets the
-	// router's configured ports.
+	// router's configured ports. Like ModelsAnnotation and RoleLabel, a
+	// key set must be one Kubernetes takes on a pod (a qualified name).
 	EventsPortAnnotation string `json:"eventsPortAnnotation"`
 	ReplayPortAnnotation string `json:"replayPortAnnotation"`
 	// ModelsAnnotation names the pod annotation listing the models the
@@ -71,11 +74,12 @@ type Config struct {
 }
 
 // Validate reports the first mistake of c that New would refuse: a missing
-// namespace, a negative debounce or maxEndpoints, a pool together with a
-// selector or target ports, an unknown poolVersion, or, without a pool, a
-// poolVersion (which would be ignored), a selector that does not parse or
-// selects every pod, missing target ports, or a target port out of range
-// or given twice. LoadConfig calls it, so a configuration file's mistake
+// namespace, a negative debounce or maxEndpoints, a label or annotation key
+// Kubernetes would not take on a pod (it would match no pod), a pool
+// together with a selector or target ports, an unknown poolVersion, or,
+// without a pool, a poolVersion (which would be ignored), a selector that
+// does not parse or selects every pod, missing target ports, or a target
+// port out of range or given twice. LoadConfig calls it, so a configuration file's mistake
 // shows where the file is read.
 func (c Config) Validate() error {
 	_, _, err := c.check()
@@ -93,6 +97,9 @@ func (c Config) check() (schema.GroupVersionResource, labels.Selector, error) {
 		return gvr, nil, fmt.Errorf("k8s: config: debounce %v is negative", c.Debounce)
 	case c.MaxEndpoints < 0:
 		return gvr, nil, fmt.Errorf("k8s: config: maxEndpoints %d is negative", c.MaxEndpoints)
+	}
+	if err := c.checkKeys(); err != nil {
+		return gvr, nil, err
 	}
 	if c.Pool != "" {
 		if c.Selector != "" || len(c.TargetPorts) > 0 {
@@ -129,4 +136,33 @@ func (c Config) check() (schema.GroupVersionResource, labels.Selector, error) {
 		}
 	}
 	return gvr, sel, nil
+}
+
+// checkKeys refuses a label or annotation key of c that is set but is not a
+// Kubernetes qualified name (an optional DNS-subdomain prefix and "/", then
+// a name of at most 63 characters): no pod can carry it, so it would match
+// nothing and leave every pod at the defaults without a word. Annotation
+// keys are checked as the API server checks them, without regard to case.
+func (c Config) checkKeys() error {
+	for _, k := range []struct {
+		name, key  string
+		annotation bool
+	}{
+		{"roleLabel", c.RoleLabel, false},
+		{"eventsPortAnnotation", c.EventsPortAnnotation, true},
+		{"replayPortAnnotation", c.ReplayPortAnnotation, true},
+		{"modelsAnnotation", c.ModelsAnnotation, true},
+	} {
+		if k.key == "" {
+			continue
+		}
+		key := k.key
+		if k.annotation {
+			key = strings.ToLower(key)
+		}
+		if msgs := validation.IsQualifiedName(key); len(msgs) > 0 {
+			return fmt.Errorf("k8s: config: %s %q: %s", k.name, k.key, strings.Join(msgs, "; "))
+		}
+	}
+	return nil
 }
