@@ -124,6 +124,19 @@ type Discovery struct {
 	closed    bool
 }
 
+// missingClientset is whether kube is nil, or a nil *kubernetes.Clientset
+// in the interface, which would pass a nil check and panic on the pod
+// informer's goroutine at its first list.
+func missingClientset(kube kubernetes.Interface) bool {
+	switch k := kube.(type) {
+	case nil:
+		return true
+	case *kubernetes.Clientset:
+		return k == nil
+	}
+	return false
+}
+
 // New builds a Discovery over the given clients: kube is required, dyn
 // only when following a Pool (it may be nil when Pool is empty).
 func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink, opts Options) (*Discovery, error) {
@@ -134,7 +147,7 @@ func New(cfg Config, kube kubernetes.Interface, dyn dynamic.Interface, sink Sink
 	if sink == nil {
 		return nil, errors.New("k8s: a Sink is required")
 	}
-	if kube == nil {
+	if missingClientset(kube) {
 		return nil, errors.New("k8s: a Kubernetes clientset is required: the pods are listed and watched with it")
 	}
 	d := &Discovery{cfg: cfg, sink: sink, log: opts.Logger, clock: opts.Clk(), kick: make(chan struct{}, 1),

@@ -287,7 +287,8 @@ func TestNewRejectsBadConfig(t *testing.T) {
 
 // New refuses a missing client with an error naming it, instead of a
 // Discovery whose informers panic on their own goroutines at Start: the
-// Kubernetes clientset always (the pods are listed with it), the dynamic
+// Kubernetes clientset always (the pods are listed with it; a nil
+// *kubernetes.Clientset in the interface is as missing), the dynamic
 // client when following an InferencePool. Nothing is left registered.
 func TestNewRequiresTheClients(t *testing.T) {
 	sink := func([]kvroute.Endpoint) error { return nil }
@@ -301,6 +302,8 @@ func TestNewRequiresTheClients(t *testing.T) {
 		"selector without clientset": {Config{Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000}}, nil, nil, "Kubernetes clientset"},
 		"pool without clientset":     {Config{Namespace: ns, Pool: "p"}, nil, dyn, "Kubernetes clientset"},
 		"pool without dynamic":       {Config{Namespace: ns, Pool: "p"}, fake.NewClientset(), nil, "dynamic client"},
+		"typed-nil clientset":        {Config{Namespace: ns, Selector: "a=b", TargetPorts: []int32{8000}}, (*kubernetes.Clientset)(nil), nil, "Kubernetes clientset"},
+		"pool typed-nil clientset":   {Config{Namespace: ns, Pool: "p"}, (*kubernetes.Clientset)(nil), dyn, "Kubernetes clientset"},
 	} {
 		reg := prometheus.NewRegistry()
 		_, err := New(c.cfg, c.kube, c.dyn, sink, Options{Set: telemetry.Set{Registerer: reg}})
