@@ -3,6 +3,7 @@ package gateway
 import (
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"testing"
 
@@ -25,17 +26,7 @@ func TestExchangePrefillsAtTheEndpointAddress(t *testing.T) {
 	pre := startRoleEngine(t, server.RolePrefill, server.PDConfig{}, false, 0)
 	defer dec.close(t)
 	defer pre.close(t)
-	var (
-		mu    sync.Mutex
-		paths []string
-	)
-	inner := http.StripPrefix("/engine", pre.srv.Handler())
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		paths = append(paths, r.URL.Path)
-		mu.Unlock()
-		inner.ServeHTTP(w, r)
-	}))
+	front := newRecordingFront(http.StripPrefix("/engine", pre.srv.Handler()))
 	defer front.Close()
 	pep := pre.endpoint(disagg.RolePrefill)
 	pep.Address = front.URL + "/engine/"
@@ -46,7 +37,31 @@ func TestExchangePrefillsAtTheEndpointAddress(t *testing.T) {
 	require.Equal(t, dec.id, a.decode)
 	require.Empty(t, a.fallback, "the prefill step reached the prefiller")
 	require.Equal(t, pre.id, a.prefill)
-	mu.Lock()
-	defer mu.Unlock()
-	require.Contains(t, paths, "/engine/v1/completions")
+	require.Contains(t, front.paths(), "/engine/v1/completions")
+}
+
+// recordingFront is an HTTP server in front of an engine's handler that
+// records the path of every request it passes on.
+type recordingFront struct {
+	*httptest.Server
+	mu  sync.Mutex
+	got []string
+}
+
+func newRecordingFront(h http.Handler) *recordingFront {
+	f := &recordingFront{}
+	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.got = append(f.got, r.URL.Path)
+		f.mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	return f
+}
+
+// paths returns the paths passed on so far.
+func (f *recordingFront) paths() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.got)
 }

@@ -1,9 +1,6 @@
 package gateway
 
 import (
-	"net/http"
-	"net/http/httptest"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -26,17 +23,7 @@ func TestHeaderModeNamesThePrefillerAddress(t *testing.T) {
 	pre := startRoleEngine(t, server.RolePrefill, server.PDConfig{}, false, 0)
 	defer dec.close(t)
 	defer pre.close(t)
-	var (
-		mu    sync.Mutex
-		paths []string
-	)
-	inner := pre.srv.Handler()
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mu.Lock()
-		paths = append(paths, r.URL.Path)
-		mu.Unlock()
-		inner.ServeHTTP(w, r)
-	}))
+	front := newRecordingFront(pre.srv.Handler())
 	defer front.Close()
 	pep := pre.endpoint(disagg.RolePrefill)
 	pep.Address = front.URL + "/"
@@ -48,7 +35,5 @@ func TestHeaderModeNamesThePrefillerAddress(t *testing.T) {
 	require.Equal(t, pre.id, a.prefill, "the response names the prefill endpoint by its ID")
 	f.requireIdle(t, []kvroute.Endpoint{dec.endpoint(disagg.RoleDecode), pep})
 	require.Equal(t, 1.0, f.sidecarCounter(t, "kvroute_sidecar_requests_total", "outcome", sidecar.OutcomeSplit))
-	mu.Lock()
-	defer mu.Unlock()
-	require.Contains(t, paths, "/v1/completions", "the sidecar prefilled at the endpoint's Address")
+	require.Contains(t, front.paths(), "/v1/completions", "the sidecar prefilled at the endpoint's Address")
 }
