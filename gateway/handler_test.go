@@ -25,6 +25,27 @@ import (
 
 const wait = 10 * time.Second
 
+// awaitCounted waits for kvroute_gateway_requests_total{api,result} to
+// reach n: a request is counted as its handler returns, which may be after
+// the client read the answer.
+func awaitCounted(t *testing.T, reg *prometheus.Registry, api string, result Result, n float64) {
+	t.Helper()
+	require.Eventually(t, func() bool { return counter(t, reg, api, result) == n }, wait, time.Millisecond, result)
+}
+
+// requireFailuresCounted closes the harness's one engine and sends (502,
+// counted upstream_unreachable), then removes every endpoint and sends
+// (503, counted no_endpoint), each counted under api.
+func requireFailuresCounted(t *testing.T, h *harness, api string, send func() int) {
+	t.Helper()
+	h.ups[0].Close() // refused from now on (testport)
+	require.Equal(t, http.StatusBadGateway, send())
+	awaitCounted(t, h.reg, api, ResultUpstreamUnreachable, 1)
+	h.handler.SetEndpoints(nil)
+	require.Equal(t, http.StatusServiceUnavailable, send())
+	awaitCounted(t, h.reg, api, ResultNoEndpoint, 1)
+}
+
 // counter reads kvroute_gateway_requests_total{api,result} from reg.
 func counter(t *testing.T, reg *prometheus.Registry, api string, result Result) float64 {
 	t.Helper()
