@@ -49,17 +49,10 @@ func TestPoolReplacedStreamCountsItsHeldAndQueuedMessages(t *testing.T) {
 	}{{"worker reaches them", false}, {"pool closes first", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer leakcheck.Check(t)()
-			raddr, accepted, stopPeer := startSilentPeer(t)
-			defer stopPeer()
-			pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
-			defer pub.Close()
-			pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
-			defer pub2.Close()
-			p, logs := newTestPool(t, PoolConfig{Concurrency: 1, TailProbeDelay: -1, ReplayGrace: time.Hour,
-				ReplayClient: replay.ClientConfig{IdleTimeout: time.Hour, Limiter: replay.NewLimiter(8)}}, newPoolIndex(t))
-			defer p.Close()
-			const id = "127.0.0.1:8000"
-			ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: raddr}
+			f := newReplaceFixture(t)
+			defer f.close()
+			p, logs, pub, pub2, accepted, ep := f.p, f.logs, f.pub, f.pub2, f.accepted, f.ep
+			const id = replaceID
 			require.NoError(t, p.Ensure(ep))
 			publishUntilReceived(t, p, pub, id)
 			await(t, accepted, "the connect replay's connection")
@@ -125,17 +118,10 @@ func checkPending(st *stream) bool {
 // outcome at all.
 func TestPoolReplacedStreamCountsItsPendingResume(t *testing.T) {
 	defer leakcheck.Check(t)()
-	raddr, accepted, stopPeer := startSilentPeer(t)
-	defer stopPeer()
-	pub := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
-	defer pub.Close()
-	pub2 := newTestPublisher(t, zmqpub.Config{Endpoint: "127.0.0.1:8000", Model: poolModel})
-	defer pub2.Close()
-	p, logs := newTestPool(t, PoolConfig{Concurrency: 1, TailProbeDelay: -1, ReplayGrace: time.Hour,
-		ReplayClient: replay.ClientConfig{IdleTimeout: time.Hour, Limiter: replay.NewLimiter(8)}}, newPoolIndex(t))
-	defer p.Close()
-	const id = "127.0.0.1:8000"
-	ep := Endpoint{ID: id, Model: poolModel, EventsAddress: pub.Endpoint(), ReplayAddress: raddr}
+	f := newReplaceFixture(t)
+	defer f.close()
+	p, logs, pub2, accepted, ep := f.p, f.logs, f.pub2, f.accepted, f.ep
+	const id = replaceID
 	require.NoError(t, p.EnsureFrom(ep, Position{Seq: 5, Digest: PayloadDigest(poolPayload(5))}))
 	await(t, accepted, "the position check's connection") // started once the position was adopted
 	old := p.stream(id)
@@ -201,4 +187,41 @@ func TestPoolReplacedStreamQueuedMessagesLeaveNoSeriesAfterRemove(t *testing.T) 
 	require.True(t, old.onWorker(context.Background(), func(*wire.Decoder, *wire.Batch) {}))
 	require.Zero(t, seriesOf(t, p, id), "a replaced stream's queued message recreated a removed endpoint's series: %s", logs)
 	require.NoError(t, p.Close())
+}
+
+// replaceID is the endpoint a replaceFixture's pool follows.
+const replaceID = "127.0.0.1:8000"
+
+// replaceFixture is a pool of one worker following nothing yet, two
+// publishers for the endpoint's old and new events address, and a replay
+// peer that accepts connections and never answers (accepted is signalled
+// per connection), so a connect replay or position check stays pending.
+type replaceFixture struct {
+	p         *Pool
+	logs      *logBuffer
+	pub, pub2 *zmqpub.Publisher
+	accepted  <-chan struct{}
+	ep        Endpoint // on pub's address, replaying from the silent peer
+	stopPeer  func()
+}
+
+func newReplaceFixture(t *testing.T) *replaceFixture {
+	t.Helper()
+	f := &replaceFixture{}
+	var raddr string
+	raddr, f.accepted, f.stopPeer = startSilentPeer(t)
+	f.pub = newTestPublisher(t, zmqpub.Config{Endpoint: replaceID, Model: poolModel})
+	f.pub2 = newTestPublisher(t, zmqpub.Config{Endpoint: replaceID, Model: poolModel})
+	f.p, f.logs = newTestPool(t, PoolConfig{Concurrency: 1, TailProbeDelay: -1, ReplayGrace: time.Hour,
+		ReplayClient: replay.ClientConfig{IdleTimeout: time.Hour, Limiter: replay.NewLimiter(8)}}, newPoolIndex(t))
+	f.ep = Endpoint{ID: replaceID, Model: poolModel, EventsAddress: f.pub.Endpoint(), ReplayAddress: raddr}
+	return f
+}
+
+// close closes the pool, the publishers and the peer, in that order.
+func (f *replaceFixture) close() {
+	f.p.Close()
+	f.pub2.Close()
+	f.pub.Close()
+	f.stopPeer()
 }
