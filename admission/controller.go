@@ -77,6 +77,8 @@ type Controller struct {
 	bands      []*band // highest priority first
 	met        metrics
 	fleet      *fleetGauge // the fleet's queue depth (fleet.go)
+	shareMu    sync.Mutex  // serializes ShareQueues and stopSharing; never taken under mu
+	stopShare  func()      // detaches the replica ShareQueues was given; nil: none
 	signals    EngineSignals
 	gateMet    *prometheus.CounterVec
 

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,38 +40,28 @@ func (c *Controller) ShareQueues(rep *cluster.Replica) error {
 	if rep == nil {
 		return nil
 	}
-	sharing.mu.Lock()
-	defer sharing.mu.Unlock()
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
 	if c.closed.Load() {
 		return fmt.Errorf("%w: queues not shared", ErrClosed)
 	}
-	if cur := c.fleet.rep.Load(); cur != nil && cur != rep {
+	if cur := c.fleet.rep.Load(); cur != nil {
+		if cur == rep {
+			return nil
+		}
 		return errors.New("admission: ShareQueues: the queues are already shared with another replica")
-	}
-	if sharing.owners[rep] == c {
-		return nil
 	}
 	prios := make([]int, len(c.bands))
 	for i, b := range c.bands {
 		prios[i] = b.priority
 	}
 	c.fleet.rep.Store(rep)
-	sharing.owners[rep] = c
-	rep.ShareQueues(prios, c.depths)
+	// The replica's refresh calls depths, which takes mu, under the
+	// replica's lock, which this takes under shareMu: shareMu is never
+	// taken under mu.
+	c.stopShare = rep.ShareQueues(prios, c.depths)
 	return nil
 }
-
-// sharing is which Controller each replica publishes the queues of, so that
-// a Controller's Close detaches a replica only while the replica still
-// shares its queues, not once a Controller that replaced it took the
-// replica over. mu serializes every ShareQueues and stopSharing; it is never
-// taken under a Controller's mu (the replica's refresh calls depths, which
-// takes Controller.mu, under the replica's own lock, which ShareQueues
-// takes under sharing.mu). An entry lasts until its Controller's Close.
-var sharing = struct {
-	mu     sync.Mutex
-	owners map[*cluster.Replica]*Controller
-}{owners: map[*cluster.Replica]*Controller{}}
 
 // depths appends the queue depth of every band, highest priority first.
 func (c *Controller) depths(dst []cluster.QueueDepth) []cluster.QueueDepth {
@@ -85,15 +74,17 @@ func (c *Controller) depths(dst []cluster.QueueDepth) []cluster.QueueDepth {
 }
 
 // stopSharing detaches the replica ShareQueues was given, if any, unless
-// another Controller took it over since. Close calls it once closed is set,
-// so no ShareQueues attaches one after it.
+// another Controller took it over since (the replica's stop leaves a later
+// sharer alone). Close calls it once closed is set, so no ShareQueues
+// attaches one after it.
 func (c *Controller) stopSharing() {
-	sharing.mu.Lock()
-	defer sharing.mu.Unlock()
-	if rep := c.fleet.rep.Swap(nil); rep != nil && sharing.owners[rep] == c {
-		delete(sharing.owners, rep)
-		rep.ShareQueues(nil, nil)
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
+	if c.stopShare != nil {
+		c.stopShare()
+		c.stopShare = nil
 	}
+	c.fleet.rep.Store(nil)
 }
 
 // fleetGauge is kvroute_admission_fleet_queue_size: per configured band,
@@ -101,7 +92,7 @@ func (c *Controller) stopSharing() {
 type fleetGauge struct {
 	c    *Controller
 	desc *prometheus.Desc
-	rep  atomic.Pointer[cluster.Replica] // the replica shared with, written under sharing.mu; Collect reads it without
+	rep  atomic.Pointer[cluster.Replica] // the replica shared with, written under the Controller's shareMu; Collect reads it without
 }
 
 func newFleetGauge(c *Controller) *fleetGauge {

@@ -52,6 +52,7 @@ type queueShare struct {
 	src   func(dst []QueueDepth) []QueueDepth // this replica's depths; nil: none published
 	buf   []QueueDepth                        // refresh's scratch (one refresh at a time)
 	peers atomic.Pointer[[]QueueDepth]        // live peers' sums, one per band of bands with requests
+	gen   uint64                              // ShareQueues calls so far: whose stop still applies
 }
 
 // ShareQueues makes the replica publish its admission queue depths with its
@@ -61,15 +62,29 @@ type queueShare struct {
 // and appends the depth of each band to dst; it must not block for long.
 // nil depths stops publishing. The admission calls it
 // (admission.Controller.ShareQueues); PeerQueues reads the sums.
-func (r *Replica) ShareQueues(bands []int, depths func(dst []QueueDepth) []QueueDepth) {
+//
+// stop stops publishing these depths unless a later ShareQueues replaced
+// them meanwhile, so that a sharer that closes after another took the
+// replica over leaves the other's sharing alone.
+func (r *Replica) ShareQueues(bands []int, depths func(dst []QueueDepth) []QueueDepth) (stop func()) {
 	if r == nil {
-		return
+		return func() {}
 	}
 	b := slices.Clone(bands)
 	slices.Sort(b)
-	r.queues.mu.Lock()
-	defer r.queues.mu.Unlock()
-	r.queues.bands, r.queues.src = slices.Compact(b), depths
+	q := &r.queues
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.gen++
+	gen := q.gen
+	q.bands, q.src = slices.Compact(b), depths
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.gen == gen {
+			q.bands, q.src = nil, nil
+		}
+	}
 }
 
 // PeerQueues appends to dst the live peers' summed queue depth per band

@@ -57,6 +57,7 @@ type sessionShare struct {
 	spare  []sessionRecord
 	n      int
 	apply  func(key uint64, endpoint []byte, age time.Duration)
+	gen    uint64 // ShareSessions calls so far: whose stop still applies
 }
 
 type sessionMetrics struct {
@@ -94,17 +95,31 @@ func (m *sessionMetrics) init() []prometheus.Collector {
 // on the subscription's goroutine and must not block. nil stops applying.
 // Shared decisions must be on (sessions ride their channel); otherwise it
 // does nothing. Package session's Affinity.Share calls it.
-func (r *Replica) ShareSessions(apply func(key uint64, endpoint []byte, age time.Duration)) {
+//
+// stop stops applying with apply unless a later ShareSessions replaced it
+// meanwhile, so that a sharer that closes after another took the replica
+// over leaves the other's sharing alone.
+func (r *Replica) ShareSessions(apply func(key uint64, endpoint []byte, age time.Duration)) (stop func()) {
 	if r == nil {
-		return
+		return func() {}
 	}
-	r.sessions.mu.Lock()
-	defer r.sessions.mu.Unlock()
-	if r.sessions.active == nil {
-		r.sessions.active = make([]sessionRecord, sessionQueueSize)
-		r.sessions.spare = make([]sessionRecord, sessionQueueSize)
+	s := &r.sessions
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.active == nil {
+		s.active = make([]sessionRecord, sessionQueueSize)
+		s.spare = make([]sessionRecord, sessionQueueSize)
 	}
-	r.sessions.apply = apply
+	s.gen++
+	gen := s.gen
+	s.apply = apply
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.gen == gen {
+			s.apply = nil
+		}
+	}
 }
 
 // PublishSession queues a session record for the other replicas: the

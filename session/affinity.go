@@ -36,10 +36,12 @@ type Affinity struct {
 	met   *metrics
 	memo  *store // Config.Derive: the opening's text hash → its derived key; nil without
 	// share is the replica the sessions are shared with (nil: none); the
-	// request path reads it without sharing.mu, which serializes Share and
-	// Close and guards closed.
-	share  atomic.Pointer[cluster.Replica]
-	closed bool
+	// request path reads it without shareMu, which serializes Share and
+	// Close and guards closed and stopShare (the replica's detach).
+	share     atomic.Pointer[cluster.Replica]
+	shareMu   sync.Mutex
+	closed    bool
+	stopShare func()
 	// setCookie: responses to requests without a key set the session cookie.
 	setCookie bool
 }
@@ -70,13 +72,14 @@ var ErrClosed = errors.New("session: affinity closed")
 // Close unregisters the metrics New registered; the Affinity must not be
 // used afterwards. It stops sharing with the replica given to Share.
 func (a *Affinity) Close() {
-	sharing.mu.Lock()
+	a.shareMu.Lock()
 	a.closed = true
-	if r := a.share.Swap(nil); r != nil && sharing.owners[r] == a {
-		delete(sharing.owners, r)
-		r.ShareSessions(nil)
+	a.share.Store(nil)
+	if a.stopShare != nil {
+		a.stopShare() // leaves an Affinity that took the replica over alone
+		a.stopShare = nil
 	}
-	sharing.mu.Unlock()
+	a.shareMu.Unlock()
 	a.set.Unregister(a.met.collectors()...)
 }
 
@@ -162,32 +165,21 @@ func (a *Affinity) Share(r *cluster.Replica) error {
 	if a == nil || r == nil {
 		return nil
 	}
-	sharing.mu.Lock()
-	defer sharing.mu.Unlock()
+	a.shareMu.Lock()
+	defer a.shareMu.Unlock()
 	if a.closed {
 		return fmt.Errorf("%w: sessions not shared", ErrClosed)
 	}
-	if cur := a.share.Load(); cur != nil && cur != r {
+	if cur := a.share.Load(); cur != nil {
+		if cur == r {
+			return nil
+		}
 		return errors.New("session: Share: the sessions are already shared with another replica")
 	}
-	if sharing.owners[r] == a {
-		return nil
-	}
 	a.share.Store(r)
-	sharing.owners[r] = a
-	r.ShareSessions(a.learn)
+	a.stopShare = r.ShareSessions(a.learn)
 	return nil
 }
-
-// sharing is which Affinity each replica hands its peers' session records
-// to, so that an Affinity's Close detaches a replica only while the
-// replica still shares its sessions, not once an Affinity that replaced it
-// took the replica over. mu serializes every Share and Close; the replica
-// calls learn without it. An entry lasts until its Affinity's Close.
-var sharing = struct {
-	mu     sync.Mutex
-	owners map[*cluster.Replica]*Affinity
-}{owners: map[*cluster.Replica]*Affinity{}}
 
 // learn stores a peer's record: the session hash key was routed to
 // endpoint age ago. A record older than the TTL (a peer with a longer
