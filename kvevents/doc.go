@@ -224,8 +224,13 @@
 // falls silent for PoolConfig.PublisherSilence is degraded until it is
 // heard again (kvroute_kv_events_heartbeat_timeouts_total), its socket
 // open or not; such a publisher is not tail-probed, since its next
-// heartbeat shows a lost tail as a gap. Engines without an identity keep the sequence and digest
-// checks above. The revision's locality, ownership and session_id are
+// heartbeat shows a lost tail as a gap. SGLang with snapshots on names
+// its publisher's lifetime in the topic ("\x00sgl-kv-epoch=<epoch>" after
+// it; topic_epoch.go): a new epoch is a new identity the same way, but
+// SGLang sends no heartbeats, so its silence is not judged, and its
+// snapshot barriers (empty batches on a topic that also names the
+// barrier) are not heartbeats. Engines without an identity keep the
+// sequence and digest checks above. The revision's locality, ownership and session_id are
 // decoded but not keyed on by the index, and counted in
 // kvroute_kv_events_unindexed_fields_total{field}.
 //

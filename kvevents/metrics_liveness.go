@@ -46,7 +46,7 @@ func newLivenessMetrics(r *registrar) *livenessMetrics {
 		}, []string{"pod_identifier"}),
 		IdentityChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_kv_events_publisher_identity_changes_total",
-			Help: "Publisher restarts seen through a new publisher identity (vLLM's publisher_id).",
+			Help: "Publisher restarts seen through a new publisher identity (vLLM's publisher_id, SGLang's topic epoch).",
 		}, []string{"pod_identifier"}),
 		UnindexedFields: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvroute_kv_events_unindexed_fields_total",

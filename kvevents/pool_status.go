@@ -47,11 +47,13 @@ type EndpointStatus struct {
 	LastApplied time.Time
 
 	// PublisherID is the identity of the publisher's current lifetime
-	// (vLLM's publisher_id), valid when HasPublisherID.
+	// (vLLM's publisher_id, or SGLang's topic epoch: the UUID when the
+	// epoch is one, else a hash of it), valid when HasPublisherID.
 	PublisherID    [16]byte
 	HasPublisherID bool
-	// Heartbeats: the publisher sends identities or idle heartbeats, so its
-	// silence is checked (PoolConfig.PublisherSilence). Silent: it fell
+	// Heartbeats: the publisher sends vLLM's identities or idle
+	// heartbeats, so its silence is checked (PoolConfig.PublisherSilence)
+	// (SGLang's epoch does not count: it sends no heartbeats). Silent: it fell
 	// silent, and the endpoint is degraded until it is heard again.
 	// LastHeard is when it was last heard (zero: not watched).
 	Heartbeats bool

@@ -95,6 +95,7 @@ type bindEntry struct {
 	st           *stream
 	model        string
 	unknownModel bool // the topic names a model the endpoint does not serve (counted per message)
+	tm           topicMeta
 	id           string
 	reason       Reason
 	refused      bool

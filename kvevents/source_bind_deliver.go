@@ -45,7 +45,7 @@ func (b *binder) deliver(bc *bindConn, seq uint64, frames [][]byte) {
 				if e.unknownModel {
 					p.m.TopicModelUnknown.WithLabelValues(e.st.id).Inc()
 				}
-				e.st.receiveOpen(seq, frames[1][8:], frames[2], e.model)
+				e.st.receiveOpen(seq, frames[1][8:], e.tm, frames[2], e.model)
 			}) {
 				continue // closed since: resolved again
 			}

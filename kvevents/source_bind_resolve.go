@@ -35,7 +35,7 @@ func (b *binder) resolve(bc *bindConn, topic []byte) bindEntry {
 		}
 		bc.cbytes += len(topic)
 	}
-	e := bindEntry{reason: dropUnknownEndpoint}
+	e := bindEntry{reason: dropUnknownEndpoint, tm: topicMetaOf(topic)}
 	id, model, ok := wire.ParseTopic(topic)
 	if ok && bc.rank > 0 {
 		id, ok = offsetID(id, bc.rank)

@@ -142,6 +142,7 @@ type subscriber struct {
 	topicModel string
 	indexModel string
 	unknown    prometheus.Counter // counts the messages of a topic naming an unserved model; nil otherwise
+	tm         topicMeta          // the SGLang epoch and barrier the last topic told
 }
 
 // failLogInterval rate-limits the subscriber's failure logs.
@@ -243,16 +244,19 @@ func (sub *subscriber) session(onConnect func()) (r sessionResult) {
 			continue
 		}
 		r.delivered++
-		st.receiveFrame(seq, m.Frames[1][8:], m.Frames[2], sub.model(m.Frames[0]))
+		model := sub.model(m.Frames[0]) // also sub.tm, the topic's
+		st.receiveFrame(seq, m.Frames[1][8:], sub.tm, m.Frames[2], model)
 	}
 }
 
 // model returns the model of a message (stream.modelFor of its topic's
 // model; parsed only when the topic changes, which is also when the pool's
-// TopicObserver hears of it), and counts a topic naming an unserved model.
+// TopicObserver hears of it, and when sub.tm is read from it), and counts a
+// topic naming an unserved model.
 func (sub *subscriber) model(topic []byte) string {
 	if sub.topic == nil || !bytes.Equal(topic, sub.topic) {
 		_, sub.topicModel, _ = wire.ParseTopic(topic)
+		sub.tm = topicMetaOf(topic)
 		sub.topic = append(sub.topic[:0:0], topic...)
 		sub.p.topicSeen(sub.ep.ID, sub.topicModel)
 		var unknown bool

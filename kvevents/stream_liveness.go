@@ -11,7 +11,8 @@ import (
 )
 
 // liveness is what a stream knows of its publisher's identity and
-// heartbeats (vLLM's snapshot revision, vllm-project/vllm#57789).
+// heartbeats (vLLM's snapshot revision, vllm-project/vllm#57789; SGLang's
+// topic epoch, topic_epoch.go, is an identity without heartbeats).
 //
 // Identity: the publisher sends a 16-byte publisher_id that changes only
 // when it restarts (as the batch's fourth element; an earlier draft
@@ -57,10 +58,15 @@ type liveness struct {
 
 // observePublisher runs on the receiver for every well-formed message,
 // before the sequence checks: frameID is the identity an extended sequence
-// frame carried (nil when none). It reports whether the message starts a
-// new publisher lifetime (the endpoint has been cleared and the receiver's
-// sequence watermark forgotten).
-func (st *stream) observePublisher(frameID, payload []byte) bool {
+// frame carried (nil when none), tm what the message's topic told. It
+// reports whether the message starts a new publisher lifetime (the
+// endpoint has been cleared and the receiver's sequence watermark
+// forgotten).
+//
+// SGLang's topic epoch is an identity like vLLM's publisher_id, but SGLang
+// sends no idle heartbeats: its publisher is not judged by its silence,
+// and its snapshot barriers (empty batches) are not heartbeats.
+func (st *stream) observePublisher(frameID []byte, tm topicMeta, payload []byte) bool {
 	lv := &st.lv
 	var id [16]byte
 	hasID := len(frameID) == len(id)
@@ -71,7 +77,11 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 	if err == nil && !hasID && h.HasPublisherID {
 		id, hasID = h.PublisherID, true
 	}
-	heartbeat := err == nil && h.Events == 0
+	beats := hasID // vLLM's identities come with idle heartbeats
+	if !hasID && tm.epoch != nil {
+		id, hasID = *tm.epoch, true
+	}
+	heartbeat := err == nil && h.Events == 0 && !tm.barrier
 	if heartbeat {
 		st.p.sm.lv.Heartbeats.WithLabelValues(st.id).Inc()
 	}
@@ -103,14 +113,14 @@ func (st *stream) observePublisher(frameID, payload []byte) bool {
 		lv.id, lv.hasID = id, true
 	}
 	switch {
-	case hasID || heartbeat:
+	case beats || heartbeat:
 		if !lv.watched.Load() {
 			lv.watched.Store(true)
 		}
 	case err == nil && lv.watched.Load():
-		// A batch without identity: the publisher no longer sends them (an
-		// engine rolled back to a release without snapshots), so its
-		// silence is normal again. A payload whose header does not decode
+		// A batch without vLLM's identity: the publisher no longer sends
+		// them (an engine rolled back to a release without snapshots, or
+		// SGLang's), so its silence is normal again. A payload whose header does not decode
 		// tells nothing of that (it is counted as a decode error when
 		// applied): the publisher stays watched.
 		st.unwatch()

@@ -102,7 +102,7 @@ func TestStreamFrameIdentityIsARestart(t *testing.T) {
 	for _, fr := range [][][]byte{frame(0, pidA), frame(1, pidA), frame(5, pidB)} {
 		seq, ok := parseLive(fr)
 		require.True(t, ok, "a 24-byte sequence frame is well-formed")
-		f.st.receiveFrame(seq, fr[1][8:], fr[2], poolModel)
+		f.st.receiveFrame(seq, fr[1][8:], topicMetaOf(fr[0]), fr[2], poolModel)
 	}
 	f.wait(5)
 	require.False(t, f.held(0))

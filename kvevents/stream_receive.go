@@ -6,14 +6,14 @@ import (
 
 // receive handles one well-formed live message on the receiver goroutine.
 func (st *stream) receive(seq uint64, payload []byte, model string) {
-	st.receiveFrame(seq, nil, payload, model)
+	st.receiveFrame(seq, nil, topicMeta{}, payload, model)
 }
 
 // receiveFrame is receive for a message whose sequence frame carried the
-// publisher identity (frameID; nil when it did not). A closed stream
-// receives nothing.
-func (st *stream) receiveFrame(seq uint64, frameID, payload []byte, model string) {
-	st.whileOpen(func() { st.receiveOpen(seq, frameID, payload, model) })
+// publisher identity (frameID; nil when it did not) and whose topic told
+// tm. A closed stream receives nothing.
+func (st *stream) receiveFrame(seq uint64, frameID []byte, tm topicMeta, payload []byte, model string) {
+	st.whileOpen(func() { st.receiveOpen(seq, frameID, tm, payload, model) })
 }
 
 // whileOpen runs f, the receiver's handling of one message, unless the
@@ -31,14 +31,14 @@ func (st *stream) whileOpen(f func()) bool {
 }
 
 // receiveOpen is receiveFrame on an open stream (whileOpen).
-func (st *stream) receiveOpen(seq uint64, frameID, payload []byte, model string) {
+func (st *stream) receiveOpen(seq uint64, frameID []byte, tm topicMeta, payload []byte, model string) {
 	st.received.Inc()
 	if st.liveReset.Load() && st.liveReset.Swap(false) {
 		st.hasLive = false  // a replay found a restart: this is the new lifetime
 		st.lv.hasID = false // whose identity this message tells
 		st.forgetLiveIdentity()
 	}
-	st.observePublisher(frameID, payload)
+	st.observePublisher(frameID, tm, payload)
 	if st.hasLive {
 		if seq == st.lastLive {
 			st.p.m.drop(st.id, dropStaleSeq, 1)

@@ -17,7 +17,9 @@
 // follows, is "kv@<ip:port>@<model>": ParseTopic splits it on its first two
 // '@' only, so a model name may itself contain '@', and it drops everything
 // from the first NUL byte, where SGLang with snapshots appends
-// "\x00sgl-kv-epoch=<epoch>". AppendTopic writes the form ParseTopic reads.
+// "\x00sgl-kv-epoch=<epoch>"; TopicEpoch reads that epoch (the publisher's
+// lifetime) and whether the topic also names a snapshot barrier.
+// AppendTopic writes the form ParseTopic reads.
 //
 // # The payload and its generations
 //

@@ -53,3 +53,39 @@ func AppendTopic(dst []byte, endpoint, model string) []byte {
 	dst = append(dst, '@')
 	return append(dst, model...)
 }
+
+// SGLang's topic metadata: with its snapshots on, its publisher appends
+// the epoch to every live topic, and a snapshot barrier's topic also names
+// the barrier.
+const (
+	topicEpochMarker   = "\x00sgl-kv-epoch="
+	topicBarrierMarker = "\x00sgl-kv-snapshot="
+)
+
+// TopicEpoch reads what SGLang, with its snapshots on, appends to a live
+// topic after the part ParseTopic reads: "\x00sgl-kv-epoch=<epoch>", and
+// on a snapshot barrier also "\x00sgl-kv-snapshot=<barrier id>".
+//
+// epoch (a slice of topic, up to the next NUL; nil when the topic has no
+// epoch, or an empty one) names the publisher's lifetime: by default the
+// 32 hex digits of a UUID drawn when the publisher starts, unchanged until
+// it restarts, so a new epoch is a new engine lifetime whatever the
+// sequence says (the publisher identity vLLM's snapshot revision sends as
+// publisher_id). barrier reports a barrier batch: an empty batch, with the
+// next sequence number, that SGLang publishes where a snapshot was cut,
+// not an idle heartbeat (SGLang sends none).
+func TopicEpoch(topic []byte) (epoch []byte, barrier bool) {
+	barrier = bytes.Contains(topic, []byte(topicBarrierMarker))
+	i := bytes.Index(topic, []byte(topicEpochMarker))
+	if i < 0 {
+		return nil, barrier
+	}
+	epoch = topic[i+len(topicEpochMarker):]
+	if j := bytes.IndexByte(epoch, 0); j >= 0 {
+		epoch = epoch[:j]
+	}
+	if len(epoch) == 0 {
+		return nil, barrier
+	}
+	return epoch, barrier
+}

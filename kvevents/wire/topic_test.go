@@ -35,6 +35,32 @@ func TestParseTopic(t *testing.T) {
 	}
 }
 
+// TestTopicEpoch: SGLang's epoch is read from the live topic (with or
+// without a barrier after it), a barrier is told apart from an ordinary
+// batch, and a topic without an epoch (vLLM's, SGLang's without
+// snapshots) has none.
+func TestTopicEpoch(t *testing.T) {
+	cases := []struct {
+		topic, epoch string
+		barrier      bool
+	}{
+		{"kv@10.0.0.7@m\x00sgl-kv-epoch=0f1e2d3c4b5a69788796a5b4c3d2e1f0", "0f1e2d3c4b5a69788796a5b4c3d2e1f0", false},
+		{"\x00sgl-kv-epoch=replica-epoch-1", "replica-epoch-1", false},
+		{"kv@10.0.0.7@m\x00sgl-kv-epoch=e1\x00sgl-kv-snapshot=9b", "e1", true},
+		{"kv@10.0.0.7@m", "", false},
+		{"", "", false},
+		{"kv@10.0.0.7@m\x00sgl-kv-epoch=", "", false},
+		{"kv@10.0.0.7@m\x00sgl-kv-snapshot=9b", "", true},
+		{"kv@10.0.0.7@m\x00other", "", false},
+	}
+	for _, c := range cases {
+		epoch, barrier := wire.TopicEpoch([]byte(c.topic))
+		require.Equal(t, c.epoch, string(epoch), "%q", c.topic)
+		require.Equal(t, c.epoch == "", epoch == nil, "%q: no epoch is nil", c.topic)
+		require.Equal(t, c.barrier, barrier, "%q", c.topic)
+	}
+}
+
 func TestAppendTopicRoundTrip(t *testing.T) {
 	topic := wire.AppendTopic(nil, "10.0.0.1", "m")
 	require.Equal(t, "6b764031302e302e302e31406d", hexString(topic), "frame 0 is the topic as UTF-8 bytes")
@@ -54,7 +80,8 @@ func hexString(b []byte) string {
 }
 
 // FuzzParseTopic: ParseTopic never panics, never returns text from after a
-// NUL, and reads back what AppendTopic writes.
+// NUL, and reads back what AppendTopic writes; TopicEpoch never returns an
+// empty epoch or one that runs past a NUL.
 func FuzzParseTopic(f *testing.F) {
 	f.Fuzz(func(t *testing.T, topic []byte) {
 		ep, model, ok := wire.ParseTopic(topic)
@@ -66,6 +93,9 @@ func FuzzParseTopic(f *testing.F) {
 		}
 		if ok && strings.Contains(model, "@") && strings.Count(string(topic), "@") < 3 {
 			t.Fatal("model with '@' from fewer than three separators")
+		}
+		if epoch, _ := wire.TopicEpoch(topic); epoch != nil && (len(epoch) == 0 || strings.ContainsRune(string(epoch), 0)) {
+			t.Fatal("an epoch is never empty and ends at the next NUL")
 		}
 		if ep == "" || strings.ContainsAny(ep, "@\x00") || strings.ContainsRune(model, 0) {
 			return
