@@ -212,8 +212,10 @@
 // cleared (counted, reason "model_mismatch") and replayed under that one.
 //
 // Endpoint.Engine says what publishes: "vllm" (the default), "sglang",
-// "trtllm" or "noreplay". SGLang has no replay socket, so its endpoints
-// never replay and produce no replay errors; TensorRT-LLM replays as vLLM
+// "trtllm" or "noreplay". SGLang's replay socket is off unless its
+// kv-events config sets replay_endpoint, so its endpoints replay only from
+// an explicit ReplayAddress (PoolConfig.Replay derives none for them, and
+// an SGLang fleet produces no replay errors); TensorRT-LLM replays as vLLM
 // does.
 //
 // vLLM's snapshot revision gives each publisher lifetime a 16-byte

@@ -35,7 +35,7 @@ const (
 )
 
 // EngineKind says which engine publishes an endpoint's KV events, and so
-// whether it has a replay socket.
+// which of its sockets kvroute may use.
 type EngineKind string
 
 // Engine kinds.
@@ -43,9 +43,14 @@ const (
 	// EngineVLLM: vLLM's ZmqEventPublisher, with a replay ROUTER when
 	// configured (replay_endpoint). The default.
 	EngineVLLM EngineKind = "vllm"
-	// EngineSGLang: SGLang's publisher, which has no replay socket; an
-	// endpoint of this kind never replays (a ReplayAddress is an error), so
-	// an SGLang fleet produces no replay-connect errors or failed replays.
+	// EngineSGLang: SGLang's publisher. Its replay ROUTER (the
+	// replay_endpoint of its kv-events config, off unless set) answers in
+	// the reply layout vLLM had before vllm#45177 (no topic frame), which
+	// the replay client reads: an endpoint of this kind replays from an
+	// explicit ReplayAddress. PoolConfig.Replay derives none for it, so an
+	// SGLang fleet with replay on pool-wide produces no replay-connect
+	// errors or failed replays, and it has no vLLM snapshot socket
+	// (SGLang's snapshot-v1 protocol is another).
 	EngineSGLang EngineKind = "sglang"
 	// EngineNoReplay: a vLLM-compatible publisher whose replay is off.
 	EngineNoReplay EngineKind = "noreplay"
@@ -66,7 +71,12 @@ func (k EngineKind) validate() error {
 }
 
 // replays reports whether endpoints of this kind may have a replay socket.
-func (k EngineKind) replays() bool { return k == "" || k == EngineVLLM || k == EngineTRTLLM }
+func (k EngineKind) replays() bool { return k != EngineNoReplay }
+
+// vllmSockets reports whether endpoints of this kind get the replay and
+// snapshot addresses PoolConfig.Replay and PoolConfig.Snapshot derive:
+// vLLM's and TensorRT-LLM's, which speak vLLM's protocols on those ports.
+func (k EngineKind) vllmSockets() bool { return k == "" || k == EngineVLLM || k == EngineTRTLLM }
 
 // Endpoint is one inference engine (one data-parallel rank) whose KV events
 // the Pool indexes.
@@ -102,8 +112,10 @@ type Endpoint struct {
 	// otherwise.
 	SnapshotAddress string `json:"snapshotAddress,omitempty"`
 	// Engine is the engine kind (default PoolConfig.Engine, itself "vllm").
-	// "sglang" and "noreplay" endpoints never replay: gaps are counted and
-	// logged only, and PoolConfig.Replay gives them no default address.
+	// "noreplay" endpoints never replay (a ReplayAddress is an error), and
+	// "sglang" ones only from an explicit ReplayAddress: PoolConfig.Replay
+	// gives neither a default address, and without one gaps are counted
+	// and logged only.
 	Engine EngineKind `json:"engine,omitempty"`
 	// Rank is the engine's data-parallel rank: vLLM offsets its socket
 	// TCP ports by it (rank r publishes on port+r, replays on
@@ -152,7 +164,7 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 		return ep, fmt.Errorf("kvevents: endpoint %s: events address%s: %w", ep.ID, from, err)
 	}
 	from = ""
-	if ep.ReplayAddress == "" && cfg.Replay && ep.Engine.replays() {
+	if ep.ReplayAddress == "" && cfg.Replay && ep.Engine.vllmSockets() {
 		ep.ReplayAddress, from = derivedAddress(host, cfg.ReplayPort, ep.Rank)
 	}
 	if ep.ReplayAddress != "" {

@@ -310,8 +310,9 @@ func TestStreamReplayStarvedForSlotCutShort(t *testing.T) {
 	f.wait(11)
 }
 
-// SGLang has no replay socket: an SGLang endpoint gets no default replay
-// address even with PoolConfig.Replay, and naming one is an error.
+// SGLang's replay socket is off unless configured: an SGLang endpoint gets
+// no default replay address even with PoolConfig.Replay, but one it names
+// is its replay socket; a "noreplay" endpoint naming one is an error.
 func TestEngineKindDecidesReplay(t *testing.T) {
 	cfg := PoolConfig{Replay: true}.withDefaults()
 	ep, err := Endpoint{ID: "10.0.0.1:8000", Engine: EngineSGLang}.resolve(&cfg)
@@ -324,8 +325,13 @@ func TestEngineKindDecidesReplay(t *testing.T) {
 	ep, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineNoReplay}.resolve(&cfg)
 	require.NoError(t, err)
 	require.Empty(t, ep.ReplayAddress)
-	_, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineSGLang, ReplayAddress: "tcp://10.0.0.1:1"}.resolve(&cfg)
+	ep, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineSGLang, ReplayAddress: "tcp://10.0.0.1:1"}.resolve(&cfg)
+	require.NoError(t, err)
+	require.Equal(t, "tcp://10.0.0.1:1", ep.ReplayAddress)
+	_, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineNoReplay, ReplayAddress: "tcp://10.0.0.1:1"}.resolve(&cfg)
 	require.Error(t, err)
+	_, err = Endpoint{ID: "10.0.0.1:8000", Engine: EngineSGLang, SnapshotAddress: "tcp://10.0.0.1:2"}.resolve(&cfg)
+	require.Error(t, err, "SGLang's snapshot protocol is not vLLM's")
 	_, err = Endpoint{ID: "10.0.0.1:8000", Engine: "tgi"}.resolve(&cfg)
 	require.Error(t, err)
 	sg := PoolConfig{Replay: true, Engine: EngineSGLang}.withDefaults()

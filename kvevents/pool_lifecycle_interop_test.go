@@ -178,6 +178,35 @@ func TestPoolInteropSGLangNoReplayNoise(t *testing.T) {
 	require.NotContains(t, logs.String(), "Replay failed")
 }
 
+// SGLang's publisher serves replays on its replay_endpoint, in the reply
+// layout vLLM had before vllm#45177 (no topic frame): an SGLang endpoint
+// given that address replays what it missed before subscribing and a gap
+// on the wire, instead of leaving holes. Before, a replay address on an
+// SGLang endpoint was refused (the engine was taken to have no replay
+// socket), so the endpoint could not even be added with it.
+func TestPoolInteropSGLangReplaysFromItsReplaySocket(t *testing.T) {
+	pytest.Require(t)
+	defer leakcheck.Check(t)()
+	py := pytest.Start(t, pytest.Config{Replay: true, Layout: "legacy"})
+	defer py.Stop()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{}, ix)
+	defer p.Close()
+	early := pyPublish(t, py, 3) // before anyone subscribed
+	require.NoError(t, p.Ensure(Endpoint{ID: pyID, Engine: EngineSGLang, EventsAddress: py.PubAddr, ReplayAddress: py.ReplayAddr}))
+	waitAppliedLogs(t, p, pyID, pyPublishUntilReceived(t, p, py, pyID, early+1), logs)
+	_, _, err := py.Hide(2) // lost on the wire, kept for replay
+	require.NoError(t, err)
+	last := pyPublish(t, py, 3)
+	waitAppliedLogs(t, p, pyID, last, logs)
+	requireHeldLogs(t, ix, pyID, 0, last, logs)
+	m := p.metrics()
+	require.GreaterOrEqual(t, counter(m.SequenceGaps, pyID), 1.0)
+	require.GreaterOrEqual(t, counter(m.Replays, pyID, replayComplete), 2.0, logs.String())
+	require.Zero(t, counter(m.Replays, pyID, replayFailed))
+	require.Contains(t, logs.String(), "layout=legacy")
+}
+
 // The revisions with a topic frame in the replay reply: an idle engine whose
 // model only its topic names is indexed by the connect replay alone.
 func TestPoolInteropModelFromReplayTopic(t *testing.T) {

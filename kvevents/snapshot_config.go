@@ -53,12 +53,12 @@ func (c SnapshotConfig) withDefaults() SnapshotConfig {
 
 // resolveSnapshot fills in and checks ep's snapshot address.
 func (ep *Endpoint) resolveSnapshot(cfg *PoolConfig, host string) error {
-	if !ep.Engine.replays() && ep.SnapshotAddress != "" {
+	if !ep.Engine.vllmSockets() && ep.SnapshotAddress != "" {
 		return fmt.Errorf("kvevents: endpoint %s: engine %s has no vLLM snapshot socket, but snapshotAddress is %q",
 			ep.ID, ep.Engine, ep.SnapshotAddress)
 	}
 	from := ""
-	if ep.SnapshotAddress == "" && cfg.Snapshot.Enabled && ep.Engine.replays() {
+	if ep.SnapshotAddress == "" && cfg.Snapshot.Enabled && ep.Engine.vllmSockets() {
 		ep.SnapshotAddress, from = derivedAddress(host, cfg.Snapshot.Port, ep.Rank)
 	}
 	if ep.SnapshotAddress != "" {

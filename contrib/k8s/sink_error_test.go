@@ -174,15 +174,15 @@ func ids(eps []kvroute.Endpoint) []string {
 }
 
 // Discovery feeding a real Router whose SetEndpoints applies a set and
-// returns an error (a pod's replay port annotation, which an SGLang
-// router cannot use): when the pods that came with the error leave, the
+// returns an error (a pod's replay port annotation, which a router whose
+// engines have their replay off cannot use): when the pods that came with the error leave, the
 // set equals the one the Router last accepted without error, and it is
 // sent all the same, so the Router drops the deleted pods.
 func TestRouterDropsPodsDeletedAfterASinkError(t *testing.T) {
 	defer leakcheck.Check(t)()
 	cfg := kvroute.DefaultConfig()
 	cfg.Model = "m"
-	cfg.Events.Engine = kvevents.EngineSGLang // no replay socket: a replay annotation makes the subscription fail
+	cfg.Events.Engine = kvevents.EngineNoReplay // no replay socket: a replay annotation makes the subscription fail
 	router, err := kvroute.New(context.Background(), cfg, kvroute.Options{})
 	require.NoError(t, err)
 	defer router.Close()
