@@ -145,3 +145,34 @@ func TestEpochIdentity(t *testing.T) {
 	require.NotEqual(t, *a, *notHex)
 	require.Nil(t, topicMetaOf([]byte("kv@a@m")).epoch, "vLLM's topics carry none")
 }
+
+// Bind mode (SGLang's PUB connects to the router): the epoch is read from
+// each message's topic as in dial mode, so a new epoch on the same
+// connection, with the sequence going on, restarts the endpoint.
+func TestBindSGLangTopicEpochIsARestart(t *testing.T) {
+	defer leakcheck.Check(t)()
+	ix := newPoolIndex(t)
+	p, logs := newTestPool(t, PoolConfig{BindAddress: "127.0.0.1:0"}, ix)
+	defer p.Close()
+	require.Eventually(t, func() bool { return p.bindAddr() != "" }, poolWait, poolTick)
+	const id = "127.0.0.1:8000"
+	require.NoError(t, p.Ensure(Endpoint{ID: id}))
+	e := dialEngine(t, p.bindAddr(), string(sglTopic(id, sglEpochA, "")))
+	defer e.close()
+	old := e.publishUntil(received(p, id))
+	waitAppliedLogs(t, p, id, old, logs)
+	st := statusOf(p, id)
+	require.Equal(t, sglEpochA, hex.EncodeToString(st.PublisherID[:]))
+
+	e.topic = sglTopic(id, sglEpochB, "")
+	last := e.publishN(2)
+	waitAppliedLogs(t, p, id, last, logs)
+	require.Equal(t, 1.0, counter(p.metrics().PublisherRestarts, id), logs.String())
+	for s := uint64(0); s <= old; s++ {
+		require.Zero(t, heldBlocks(ix, id, s), "batch %d of the old lifetime survived\n%s", s, logs)
+	}
+	requireHeldLogs(t, ix, id, old+1, last, logs)
+	st = statusOf(p, id)
+	require.Equal(t, sglEpochB, hex.EncodeToString(st.PublisherID[:]))
+	require.NoError(t, p.Close())
+}
