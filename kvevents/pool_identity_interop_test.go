@@ -13,7 +13,8 @@ import (
 )
 
 // vLLM's snapshot revision on real libzmq: a publisher with an identity (in
-// the batch, or in the sequence frame as an earlier draft had it) restarts
+// the batch, or in the sequence frame as an earlier draft had it, or as
+// SGLang's epoch after the topic, which SGLang draws as a UUID's hex) restarts
 // in-process on the same ports with a new identity and publishes past the
 // old watermark before the re-dial. The pool reads the identities, clears
 // the old lifetime's blocks once, and holds the new lifetime's; the status
@@ -22,7 +23,7 @@ import (
 // publisher rebinds.
 func TestPoolInteropPublisherIdentity(t *testing.T) {
 	pytest.Require(t)
-	for _, where := range []string{"payload", "frame"} {
+	for _, where := range []string{"payload", "frame", "topic"} {
 		t.Run(where, func(t *testing.T) {
 			defer leakcheck.Check(t)()
 			// Heartbeats off the batches' sequences here: every sequence

@@ -50,6 +50,9 @@ vLLM's snapshot revision (vllm-project/vllm#57789), with --identity:
     seconds (vLLM: 1) it publishes an empty batch with the next sequence
     number, buffered for replay like any other ("heartbeats off" stops them
     while the sockets stay open: a wedged publisher thread).
+SGLang with snapshots on, with --identity topic: the live topic is the
+configured one, then b"\x00sgl-kv-epoch=" and the epoch (uuid4().hex, drawn
+when the publisher starts and on every restart); no idle heartbeats.
 TensorRT-LLM (--format trtllm, NVIDIA/TensorRT-LLM#16869 and #17023): the
 generated BlockStored is the map its StreamingKVCacheEventManager writes
 (no extra_keys, group_idx or kv_cache_spec_kind; medium "GPU"), in the
@@ -181,7 +184,7 @@ class Publisher:
         self.restarts = 0
         self.pid = uuid.uuid4().bytes if args.identity != "none" else None
         self.last_send = time.monotonic()
-        self.heartbeats_on = args.identity != "none"
+        self.heartbeats_on = args.identity not in ("none", "topic")
         self.heartbeats = 0
         self.open_sockets(args.pub_port, args.replay_port)
 
@@ -343,9 +346,12 @@ class Publisher:
         seq = self.next_seq()
         if send:  # like vLLM: sent first, buffered after
             seq_frame = seq.to_bytes(8, "big")
+            topic = self.topic
             if self.args.identity == "frame":
                 seq_frame += self.pid
-            self.pub.send_multipart([self.topic, seq_frame, payload])
+            elif self.args.identity == "topic":
+                topic += b"\x00sgl-kv-epoch=" + self.pid.hex().encode()
+            self.pub.send_multipart([topic, seq_frame, payload])
             with self.lock:
                 self.last_send = time.monotonic()
         self.buffer_add(seq, payload)
@@ -414,7 +420,7 @@ class Publisher:
             if not rest or rest[0] not in ("on", "off"):
                 return {"ok": False, "error": "heartbeats must be on or off"}
             with self.lock:
-                self.heartbeats_on = rest[0] == "on" and self.pid is not None
+                self.heartbeats_on = rest[0] == "on" and self.pid is not None and self.args.identity != "topic"
             return {"ok": True}
         if cmd == "skip":
             n = int(rest[0]) if rest else 1
@@ -480,9 +486,10 @@ def main():
                    help="outer batch encoding: map as on vLLM main, array as earlier revisions")
     p.add_argument("--heartbeat-ivl", type=int, default=0, help="ZMQ_HEARTBEAT_IVL in ms (vLLM sets none)")
     p.add_argument("--linger", type=int, default=1000, help="PUB linger on stop, ms")
-    p.add_argument("--identity", choices=["none", "payload", "frame"], default="none",
+    p.add_argument("--identity", choices=["none", "payload", "frame", "topic"], default="none",
                    help="vLLM's snapshot revision: a publisher identity in the batch (payload) or, as an "
-                        "earlier draft, in the sequence frame (frame), and idle heartbeats")
+                        "earlier draft, in the sequence frame (frame), and idle heartbeats; or SGLang's "
+                        "epoch in the topic (topic), without heartbeats")
     p.add_argument("--heartbeat-every", type=float, default=1.0,
                    help="with --identity: idle seconds before an empty batch (vLLM: 1)")
     p.add_argument("--format", choices=["vllm", "trtllm"], default="vllm",

@@ -99,9 +99,11 @@ type Config struct {
 
 	// Identity is vLLM's snapshot revision: "payload" (a 16-byte publisher
 	// identity after the batch's rank, new on every restart), "frame" (an
-	// earlier draft: appended to the sequence frame) or "" (none). With one,
-	// the publisher also sends an empty batch after HeartbeatEvery idle
-	// (default 1 s, vLLM's); the "heartbeats off" command stops them.
+	// earlier draft: appended to the sequence frame), SGLang's "topic" (the
+	// identity's hex as the epoch after the topic, "\x00sgl-kv-epoch=",
+	// without heartbeats) or "" (none). With vLLM's, the publisher also
+	// sends an empty batch after HeartbeatEvery idle (default 1 s, vLLM's);
+	// the "heartbeats off" command stops them.
 	Identity       string
 	HeartbeatEvery time.Duration
 	// Format is the generated events' engine: "vllm" (default) or "trtllm"
