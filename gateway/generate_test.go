@@ -251,3 +251,60 @@ func TestGenerateRawMediaRoutedByLoad(t *testing.T) {
 	}
 	require.Equal(t, 1, received, "forwarded unchanged")
 }
+
+// vLLM's GenerateRequest refuses a multimodal item given by its
+// mm_metadata alone (its kwargs_data entry null, or no kwargs_data) unless
+// ec_transfer_params, a non-empty object, says that the item's
+// embeddings come through the encoder-cache connector, or requires_kv says
+// they come as decoder KV. The gateway refuses it too, with a 400 counted
+// as a bad request that reaches no engine, instead of routing it by keys
+// no engine computes; every other combination is routed by its features.
+func TestGenerateMetadataOnlyItemsNeedAnEncoderCacheTransfer(t *testing.T) {
+	const places = `"mm_hashes":{"image":["a","b"]},"mm_placeholders":{"image":[{"offset":0,"length":2},{"offset":2,"length":2}]}`
+	for _, c := range []struct {
+		name, features, ec, err string
+	}{
+		{name: "metadata only, no transfer", features: `"mm_metadata":{"image":["m",null]}`, err: "metadata-only multimodal items require ec_transfer_params"},
+		{name: "metadata only beside null kwargs", features: `"kwargs_data":{"image":["k",null]},"mm_metadata":{"image":[null,"m"]}`, err: "metadata-only"},
+		{name: "null transfer", features: `"kwargs_data":null,"mm_metadata":{"image":["m","m"]}`, ec: `null`, err: "metadata-only"},
+		{name: "empty transfer", features: `"mm_metadata":{"image":["m",null]}`, ec: `{ }`, err: "metadata-only"},
+		{name: "requires_kv false", features: `"mm_metadata":{"image":["m",null]},"requires_kv":false`, err: "metadata-only"},
+		{name: "transfer not an object", features: `"mm_metadata":{"image":["m",null]}`, ec: `[1]`, err: "ec_transfer_params must be an object or null"},
+		{name: "transfer not an object, no features", ec: `"x"`, err: "ec_transfer_params must be an object or null"},
+		{name: "metadata with its kwargs", features: `"kwargs_data":{"image":["k","k"]},"mm_metadata":{"image":["m",null]}`},
+		{name: "no metadata", features: `"kwargs_data":{"image":[null,null]},"mm_metadata":{"image":[null,null]}`},
+		{name: "metadata only, with a transfer", features: `"mm_metadata":{"image":["m","m"]}`, ec: `{"engine_id":"e"}`},
+		{name: "metadata only, decoder KV", features: `"mm_metadata":{"image":["m","m"]},"requires_kv":true`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			body := `{"token_ids":[1,2,3,4,5]`
+			if c.features != "" {
+				body += `,"features":{` + places + `,` + c.features + `}`
+			}
+			if c.ec != "" {
+				body += `,"ec_transfer_params":` + c.ec
+			}
+			p, _, err := generatePrompt([]byte(body + `}`))
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			if c.features != "" {
+				require.Len(t, p.Features, 2)
+			}
+		})
+	}
+
+	defer leakcheck.Check(t)()
+	h := newHarness(t, 1, Config{})
+	defer h.close()
+	resp := h.post(GeneratePath, `{"model":"m","token_ids":[1,2,3],"sampling_params":{},"features":{"mm_hashes":{"image":["a"]},`+
+		`"mm_placeholders":{"image":[{"offset":0,"length":2}]},"mm_metadata":{"image":["m"]}}}`)
+	got := readAll(t, resp)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, got)
+	require.Contains(t, got, "metadata-only multimodal items require ec_transfer_params")
+	require.Equal(t, 1.0, counter(t, h.reg, string(apiGenerate), ResultBadRequest))
+	bodies, _ := h.ups[0].received()
+	require.Empty(t, bodies)
+}

@@ -19,7 +19,7 @@ import (
 // exact name and replaces a repeated key's value).
 
 // featuresMembers are Features' members, in the order of its fields.
-var featuresMembers = []string{"mm_hashes", "mm_placeholders", "kwargs_data", "mm_metadata"}
+var featuresMembers = []string{"mm_hashes", "mm_placeholders", "kwargs_data", "mm_metadata", "requires_kv"}
 
 // UnmarshalJSON reads a "features" object by vLLM's rules for member names
 // (see above); null leaves f as it is, as encoding/json does.
@@ -27,12 +27,12 @@ func (f *Features) UnmarshalJSON(b []byte) error {
 	if string(b) == "null" {
 		return nil
 	}
-	var v [4][]byte
+	var v [5][]byte
 	if err := members(b, featuresMembers, v[:]); err != nil {
 		return err
 	}
 	var nf Features
-	if err := decodeMembers(featuresMembers, v[:], &nf.MMHashes, &nf.MMPlaceholders, &nf.KwargsData, &nf.MMMetadata); err != nil {
+	if err := decodeMembers(featuresMembers, v[:], &nf.MMHashes, &nf.MMPlaceholders, &nf.KwargsData, &nf.MMMetadata, &nf.RequiresKV); err != nil {
 		return err
 	}
 	*f = nf

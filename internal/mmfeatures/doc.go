@@ -37,6 +37,12 @@
 //   - Every placeholder must end within token_ids.
 //   - kwargs_data and mm_metadata, when not null, must name the same
 //     modalities as mm_hashes with lists as long, of strings or nulls.
+//   - An item whose mm_metadata entry is a string while its kwargs_data
+//     entry is null (or kwargs_data is null) is metadata-only: its
+//     embeddings must come through the encoder-cache connector, and the
+//     request (GenerateRequest, not the features alone) is refused unless
+//     its ec_transfer_params is a non-empty object or the features'
+//     requires_kv is true (Features.CheckTransfer).
 //
 // Earlier vLLM releases built the engine input from the features without
 // that validation: the InputProcessor looked each placeholder's hash up by

@@ -16,9 +16,13 @@ type Features struct {
 	MMHashes       map[string][]*string      `json:"mm_hashes"`
 	MMPlaceholders map[string][]*Placeholder `json:"mm_placeholders"`
 	// KwargsData and MMMetadata are the items' serialized tensors and
-	// metadata, read only for their shape (each entry a string or null).
+	// metadata, read only for their shape (each entry a string or null)
+	// and for which items carry which (MetadataOnly).
 	KwargsData map[string][]Opaque `json:"kwargs_data"`
 	MMMetadata map[string][]Opaque `json:"mm_metadata"`
+	// RequiresKV is a later vLLM's requires_kv: the items come as the
+	// decoder's KV, not computed by the encoder (nil when absent).
+	RequiresKV *bool `json:"requires_kv"`
 }
 
 // Placeholder is one item's span of placeholder tokens in token_ids,
@@ -30,13 +34,17 @@ type Placeholder struct {
 }
 
 // Opaque is one entry of kwargs_data or mm_metadata: a string or null,
-// checked for that and otherwise not kept (the strings are an item's
-// serialized tensors, of no use to a router).
-type Opaque struct{}
+// checked for that; the string itself (an item's serialized tensors, of no
+// use to a router) is not kept, only whether there is one.
+type Opaque struct {
+	// Set is true for a string, false for null.
+	Set bool
+}
 
 // UnmarshalJSON accepts a JSON string or null.
-func (*Opaque) UnmarshalJSON(b []byte) error {
+func (o *Opaque) UnmarshalJSON(b []byte) error {
 	if len(b) > 0 && (b[0] == '"' || string(b) == "null") {
+		o.Set = b[0] == '"'
 		return nil
 	}
 	return errors.New("not a string or null")
@@ -126,6 +134,44 @@ func (f *Features) Items(ntok int) ([]Item, error) {
 		}
 	}
 	return items, nil
+}
+
+// ErrMetadataOnly is the refusal of a request whose features have an
+// item given by its mm_metadata alone, without the encoder-cache
+// transfer that would bring its embeddings (see CheckTransfer).
+var ErrMetadataOnly = errors.New("metadata-only multimodal items require ec_transfer_params")
+
+// CheckTransfer applies the rule vLLM's GenerateRequest adds to features
+// that Items admitted: an item whose mm_metadata entry is a string while
+// its kwargs_data entry is null (or kwargs_data is null) is metadata-only,
+// its tensors left to arrive through the encoder-cache connector, and
+// vLLM refuses it unless the request's ec_transfer_params is a non-empty
+// object (ecTransfer), or requires_kv says the items come as decoder KV
+// instead (a later vLLM's exception; a vLLM without requires_kv refuses
+// such a request too, which the engine then answers, not the router).
+// Routing a request that the engine refuses would index keys it never
+// computes.
+func (f *Features) CheckTransfer(ecTransfer bool) error {
+	if ecTransfer || (f.RequiresKV != nil && *f.RequiresKV) || !f.MetadataOnly() {
+		return nil
+	}
+	return ErrMetadataOnly
+}
+
+// MetadataOnly reports whether an item of f has its mm_metadata but not
+// its kwargs_data, as vLLM pairs them: the i-th entries of a modality's
+// lists, a modality missing from kwargs_data (or kwargs_data null) having
+// none.
+func (f *Features) MetadataOnly() bool {
+	for mod, meta := range f.MMMetadata {
+		kw := f.KwargsData[mod]
+		for i, m := range meta {
+			if m.Set && (i >= len(kw) || !kw[i].Set) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkPlaceholders checks one modality's placeholder list.

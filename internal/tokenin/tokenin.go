@@ -17,9 +17,10 @@ import (
 const Path = "/inference/v1/generate"
 
 // members are the members of vLLM's GenerateRequest a router reads: the
-// prompt's token IDs, its cache salt, its multimodal features and its raw
-// multimodal content parts.
-var members = []string{"token_ids", "cache_salt", "features", "content_parts"}
+// prompt's token IDs, its cache salt, its multimodal features, its raw
+// multimodal content parts and its encoder-cache transfer parameters
+// (which admit metadata-only items, mmfeatures.Features.CheckTransfer).
+var members = []string{"token_ids", "cache_salt", "features", "content_parts", "ec_transfer_params"}
 
 // mediaTypes are the content part types vLLM's generate route resolves
 // into multimodal items (ServingTokens.serve_tokens parses an "image_url",
@@ -37,8 +38,9 @@ var typeMember = []string{"type"}
 // features whose modalities, hash and placeholder counts, or kwargs_data
 // and mm_metadata lists do not match, placeholders that are empty,
 // overlapping or past the prompt's end (package mmfeatures states vLLM's
-// rules). Routing such a request by keys the engine never produces would
-// only send it to an arbitrary engine to be refused there.
+// rules), or metadata-only items without ec_transfer_params. Routing such
+// a request by keys the engine never produces would only send it to an
+// arbitrary engine to be refused there.
 //
 // A body may instead give its multimodal items as raw media, in
 // content_parts (a list of objects, or null; vLLM refuses it beside
@@ -54,7 +56,7 @@ var typeMember = []string{"type"}
 // "Token_IDs" or "Features" vLLM ignores is ignored here too instead of
 // routing the request by keys the engine never computes.
 func Prompt(body []byte) (render.Prompt, string, error) {
-	var v [4][]byte
+	var v [5][]byte
 	if err := jsonscan.Members(body, members, v[:]); err != nil {
 		return render.Prompt{}, "", err
 	}
@@ -87,6 +89,10 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 			return render.Prompt{}, "", err
 		}
 	}
+	ec, err := TransferParams(v[4])
+	if err != nil {
+		return render.Prompt{}, "", err
+	}
 	if len(ids) == 0 {
 		return render.Prompt{}, "", errors.New("token_ids must be a non-empty list of token IDs")
 	}
@@ -98,6 +104,9 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 	p := render.Prompt{TokenIDs: ids, RawMedia: media}
 	if features != nil {
 		items, err := features.Items(len(ids))
+		if err == nil {
+			err = features.CheckTransfer(ec)
+		}
 		if err != nil {
 			return render.Prompt{}, "", err
 		}
@@ -112,6 +121,27 @@ func Prompt(body []byte) (render.Prompt, string, error) {
 		return p, "", nil
 	}
 	return p, *salt, nil
+}
+
+// TransferParams reads the JSON value v of a GenerateRequest's
+// ec_transfer_params as vLLM's request model types it (dict[str, Any] |
+// None; nil v is an absent member) and reports whether it is set as vLLM
+// tests it: a non-empty object. Anything but null or an object is refused,
+// as vLLM refuses it. The simulated engine's generate route reads it too.
+func TransferParams(v []byte) (set bool, err error) {
+	if v == nil {
+		return false, nil
+	}
+	s := jsonscan.Scanner{Buf: v}
+	if s.Literal("null") {
+		return false, nil
+	}
+	if s.Peek() != '{' {
+		return false, errors.New("ec_transfer_params must be an object or null")
+	}
+	s.Pos++
+	s.WS()
+	return s.Peek() != '}', nil
 }
 
 // ContentParts reads the JSON value v of a GenerateRequest's content_parts

@@ -73,6 +73,10 @@ type generateIn struct {
 	// multimodal model: it refuses a media part as vLLM refuses one for a
 	// text-only model.
 	ContentParts json.RawMessage `json:"content_parts"`
+	// ECTransferParams are vLLM's encoder-cache transfer parameters,
+	// read by tokenin.TransferParams only for whether they are set:
+	// they admit metadata-only multimodal items.
+	ECTransferParams json.RawMessage `json:"ec_transfer_params"`
 }
 
 // errNotMultimodal is vLLM's refusal of a multimodal item for a model
@@ -124,7 +128,10 @@ type generateChoice struct {
 // it (a list of objects or null, refused beside features); a media part in
 // it is answered 400 as a text-only vLLM model answers it, the simulated
 // engine having no multimodal model to resolve the media with, and a list
-// without one adds nothing to the prompt.
+// without one adds nothing to the prompt. Metadata-only items (an
+// mm_metadata entry without its kwargs_data) are answered 400 unless
+// ec_transfer_params is a non-empty object or requires_kv is true, as
+// vLLM's GenerateRequest answers them.
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var req generateIn
 	if e := s.decodeJSON(w, r, &req); e != nil {
@@ -148,11 +155,21 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, badRequest("content_parts and features are mutually exclusive"))
 		return
 	}
+	ec, err := tokenin.TransferParams(req.ECTransferParams)
+	if err != nil {
+		writeAPIError(w, withParam(badRequest("%s", err.Error()), "ec_transfer_params"))
+		return
+	}
 	var mm []simengine.MMItem
 	if req.Features != nil && len(req.TokenIDs) > 0 {
 		items, err := req.Features.Items(len(req.TokenIDs))
 		if err != nil {
 			writeAPIError(w, withParam(badRequest("%s", err.Error()), "features"))
+			return
+		}
+		if err := req.Features.CheckTransfer(ec); err != nil {
+			// GenerateRequest's validator, not the features' own.
+			writeAPIError(w, badRequest("%s", err.Error()))
 			return
 		}
 		for _, it := range items {

@@ -328,3 +328,44 @@ func TestBodiesInEveryEncodingVLLMReads(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(got))
 	require.Contains(t, string(got), "UTF-16LE")
 }
+
+// TestGenerateMetadataOnlyItemsAsVLLM: vLLM's GenerateRequest refuses, 400
+// BadRequestError, a multimodal item given by its mm_metadata alone (no
+// kwargs_data entry) unless ec_transfer_params is a non-empty object or
+// the features' requires_kv is true; and an ec_transfer_params that is
+// not an object or null. The simulated engine answers each as vLLM does
+// rather than serving what vLLM refuses.
+func TestGenerateMetadataOnlyItemsAsVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	const places = `"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2}]}`
+	for _, c := range []struct {
+		features, ec string
+		status       int
+		msg          string
+	}{
+		{features: `"mm_metadata":{"image":["m"]}`, status: http.StatusBadRequest, msg: "metadata-only multimodal items require ec_transfer_params"},
+		{features: `"kwargs_data":{"image":[null]},"mm_metadata":{"image":["m"]}`, ec: `{}`, status: http.StatusBadRequest, msg: "metadata-only multimodal items require ec_transfer_params"},
+		{features: `"mm_metadata":{"image":["m"]}`, ec: `"x"`, status: http.StatusBadRequest, msg: "ec_transfer_params"},
+		{features: `"mm_metadata":{"image":["m"]}`, ec: `{"engine_id":"e"}`, status: http.StatusOK},
+		{features: `"mm_metadata":{"image":["m"]},"requires_kv":true`, status: http.StatusOK},
+		{features: `"kwargs_data":{"image":["k"]},"mm_metadata":{"image":["m"]}`, status: http.StatusOK},
+		{features: `"mm_metadata":{"image":[null]}`, status: http.StatusOK},
+	} {
+		body := `{"model":"m","token_ids":[1,2,3,4],"sampling_params":{"max_tokens":1},"features":{` + places + `,` + c.features + `}`
+		if c.ec != "" {
+			body += `,"ec_transfer_params":` + c.ec
+		}
+		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body+"}"))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, c.status, resp.StatusCode, "%s: %s", body, got)
+		if c.status != http.StatusOK {
+			var e errorBody
+			require.NoError(t, json.Unmarshal(got, &e), string(got))
+			require.Equal(t, "BadRequestError", e.Error.Type)
+			require.Contains(t, e.Error.Message, c.msg)
+		}
+	}
+}
