@@ -77,6 +77,8 @@ type generateIn struct {
 	// read by tokenin.TransferParams only for whether they are set:
 	// they admit metadata-only multimodal items.
 	ECTransferParams json.RawMessage `json:"ec_transfer_params"`
+	// OutputMode is "tokens" or "text" (outputMode).
+	OutputMode json.RawMessage `json:"output_mode"`
 }
 
 // errNotMultimodal is vLLM's refusal of a multimodal item for a model
@@ -103,17 +105,19 @@ func (t *laxTokenIDs) UnmarshalJSON(b []byte) error {
 
 // generateParams is the part of vLLM's SamplingParams the engine uses.
 type generateParams struct {
-	N         *int `json:"n"`
-	MaxTokens *int `json:"max_tokens"`
+	N          *int  `json:"n"`
+	MaxTokens  *int  `json:"max_tokens"`
+	Detokenize *bool `json:"detokenize"`
 }
 
 // generateChoice is one choice of vLLM's GenerateResponse (and of its stream
-// chunks): generated token IDs, no text.
+// chunks): generated token IDs, and their text in the "text" output mode.
 type generateChoice struct {
 	Index        int      `json:"index"`
 	Logprobs     any      `json:"logprobs"`
 	FinishReason *string  `json:"finish_reason"`
 	TokenIDs     []uint32 `json:"token_ids"`
+	Text         *string  `json:"text,omitempty"`
 }
 
 // handleGenerate serves GeneratePath: vLLM's GenerateRequest in, its
@@ -131,7 +135,8 @@ type generateChoice struct {
 // without one adds nothing to the prompt. Metadata-only items (an
 // mm_metadata entry without its kwargs_data) are answered 400 unless
 // ec_transfer_params is a non-empty object or requires_kv is true, as
-// vLLM's GenerateRequest answers them.
+// vLLM's GenerateRequest answers them. output_mode "text" adds each
+// choice's text to its token IDs (outputMode).
 func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	var req generateIn
 	if e := s.decodeJSON(w, r, &req); e != nil {
@@ -140,6 +145,11 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	}
 	if req.SamplingParams == nil {
 		writeAPIError(w, withParam(badRequest("sampling_params is required"), "sampling_params"))
+		return
+	}
+	mode, e := outputMode(req.OutputMode, req.SamplingParams.Detokenize)
+	if e != nil {
+		writeAPIError(w, e)
 		return
 	}
 	var parts, media bool
@@ -210,33 +220,36 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 			RequestID        string           `json:"request_id"`
 			Model            string           `json:"model"`
 			Created          int64            `json:"created"`
+			OutputMode       string           `json:"output_mode"`
 			Choices          []generateChoice `json:"choices"`
 			Usage            *usage           `json:"usage"`
 			PromptLogprobs   any              `json:"prompt_logprobs"`
 			KVTransferParams any              `json:"kv_transfer_params"`
-		}{id, s.modelName(req.Model), time.Now().Unix(),
-			[]generateChoice{{FinishReason: finishReason(&rs[0]), TokenIDs: nonNilTokens(rs[0].OutputTokens)}}, &u, nil, nil})
+		}{id, s.modelName(req.Model), time.Now().Unix(), mode,
+			[]generateChoice{{FinishReason: finishReason(&rs[0]), TokenIDs: nonNilTokens(rs[0].OutputTokens),
+				Text: textOf(mode, rs[0].Text)}}, &u, nil, nil})
 		return
 	}
 	type chunk struct {
-		RequestID string           `json:"request_id"`
-		Choices   []generateChoice `json:"choices"`
-		Usage     *usage           `json:"usage,omitempty"`
+		RequestID  string           `json:"request_id"`
+		OutputMode string           `json:"output_mode"`
+		Choices    []generateChoice `json:"choices"`
+		Usage      *usage           `json:"usage,omitempty"`
 	}
 	out := newSSE(w)
 	rs, ok := job.stream(r.Context(), out, func(it genItem) {
-		c := generateChoice{TokenIDs: []uint32{it.tok.Token}}
+		c := generateChoice{TokenIDs: []uint32{it.tok.Token}, Text: textOf(mode, it.tok.Text)}
 		if it.tok.Index == job.maxTokens-1 {
 			c.FinishReason = strPtr(simengine.FinishLength)
 		}
-		out.send("", chunk{RequestID: id, Choices: []generateChoice{c}})
+		out.send("", chunk{RequestID: id, OutputMode: mode, Choices: []generateChoice{c}})
 	})
 	if !ok {
 		return // client gone: the request is aborted
 	}
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
 		u := usageOf(rs)
-		out.send("", chunk{RequestID: id, Choices: []generateChoice{}, Usage: &u})
+		out.send("", chunk{RequestID: id, OutputMode: mode, Choices: []generateChoice{}, Usage: &u})
 	}
 	out.done()
 }

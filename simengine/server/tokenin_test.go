@@ -369,3 +369,80 @@ func TestGenerateMetadataOnlyItemsAsVLLM(t *testing.T) {
 		}
 	}
 }
+
+// TestGenerateOutputModesAsVLLM: vLLM's GenerateRequest takes output_mode
+// "tokens" (the default) or "text", which adds each choice's detokenized
+// text to its token IDs, whole or as each stream chunk's delta; both
+// answers name their mode. Any other value, null included, and "text"
+// with sampling_params.detokenize false, are answered 400 BadRequestError,
+// as vLLM answers them.
+func TestGenerateOutputModesAsVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	prompt := []uint32{5, 6, 7, 8, 9}
+	type answer struct {
+		OutputMode string `json:"output_mode"`
+		Choices    []struct {
+			TokenIDs []uint32 `json:"token_ids"`
+			Text     *string  `json:"text"`
+		} `json:"choices"`
+	}
+	for _, c := range []struct {
+		mode any
+		text bool
+	}{{nil, false}, {"tokens", false}, {"text", true}} {
+		req := map[string]any{"token_ids": prompt, "sampling_params": map[string]any{"max_tokens": 3}}
+		want := "tokens"
+		if c.mode != nil {
+			req["output_mode"], want = c.mode, c.mode.(string)
+		}
+		code, body := post(t, base+GeneratePath, req)
+		require.Equal(t, http.StatusOK, code, string(body))
+		a := decode[answer](t, body)
+		require.Equal(t, want, a.OutputMode, string(body))
+		require.Len(t, a.Choices, 1)
+		require.Len(t, a.Choices[0].TokenIDs, 3)
+		if !c.text {
+			require.Nil(t, a.Choices[0].Text, "no text in tokens mode: %s", body)
+			continue
+		}
+		require.NotNil(t, a.Choices[0].Text, string(body))
+		require.Equal(t, simengine.Detokenize(a.Choices[0].TokenIDs), *a.Choices[0].Text)
+
+		req["stream"] = true
+		evs := readSSE(t, base+GeneratePath, req)
+		require.Len(t, evs, 4, "three token chunks and [DONE]")
+		var text string
+		for _, ev := range evs[:3] {
+			ch := decode[answer](t, []byte(ev.data))
+			require.Equal(t, "text", ch.OutputMode, ev.data)
+			require.NotNil(t, ch.Choices[0].Text, ev.data)
+			text += *ch.Choices[0].Text
+		}
+		require.Equal(t, *a.Choices[0].Text, text, "the deltas add up to the whole text")
+	}
+
+	for _, c := range []struct {
+		body, msg string
+	}{
+		{`"output_mode":"json"`, "Input should be 'tokens' or 'text'"},
+		{`"output_mode":null`, "Input should be 'tokens' or 'text'"},
+		{`"output_mode":1`, "Input should be 'tokens' or 'text'"},
+		{`"output_mode":"Text"`, "Input should be 'tokens' or 'text'"},
+		{`"output_mode":"text","sampling_params":{"detokenize":false}`, "output_mode='text' requires sampling_params.detokenize to be true"},
+	} {
+		body := `{"token_ids":[1,2,3],` + c.body
+		if !strings.Contains(c.body, "sampling_params") {
+			body += `,"sampling_params":{}`
+		}
+		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body+"}"))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", body, got)
+		var e errorBody
+		require.NoError(t, json.Unmarshal(got, &e), string(got))
+		require.Equal(t, "BadRequestError", e.Error.Type)
+		require.Contains(t, e.Error.Message, c.msg)
+	}
+}
