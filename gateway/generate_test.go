@@ -274,7 +274,8 @@ func TestGenerateMetadataOnlyItemsNeedAnEncoderCacheTransfer(t *testing.T) {
 		{name: "metadata with its kwargs", features: `"kwargs_data":{"image":["k","k"]},"mm_metadata":{"image":["m",null]}`},
 		{name: "no metadata", features: `"kwargs_data":{"image":[null,null]},"mm_metadata":{"image":[null,null]}`},
 		{name: "metadata only, with a transfer", features: `"mm_metadata":{"image":["m","m"]}`, ec: `{"engine_id":"e"}`},
-		{name: "metadata only, decoder KV", features: `"mm_metadata":{"image":["m","m"]},"requires_kv":true`},
+		{name: "metadata only, decoder KV", features: `"mm_metadata":{"image":["m","m"]},"requires_kv":true,` +
+			`"kv_handoff":{"version":1,"model_fingerprint":"model-a","position_state":"sequence"}`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			body := `{"token_ids":[1,2,3,4,5]`
@@ -307,4 +308,49 @@ func TestGenerateMetadataOnlyItemsNeedAnEncoderCacheTransfer(t *testing.T) {
 	require.Equal(t, 1.0, counter(t, h.reg, string(apiGenerate), ResultBadRequest))
 	bodies, _ := h.ups[0].received()
 	require.Empty(t, bodies)
+}
+
+// vLLM's features may say that their items come as decoder KV handed over
+// from another engine (requires_kv, a strict boolean), which vLLM admits
+// only with kv_handoff's compatibility information (version 1, a
+// non-empty model_fingerprint, position_state "sequence"), at least one
+// hash, no empty hash list or hash, and no serialized tensors. The gateway
+// refuses what vLLM refuses instead of routing it by keys no engine
+// computes, and routes the rest (which also needs no encoder-cache
+// transfer for metadata-only items).
+func TestGeneratePromptDecoderKVFeaturesAsVLLM(t *testing.T) {
+	const (
+		places  = `"mm_placeholders":{"image":[{"offset":0,"length":2}]}`
+		handoff = `"kv_handoff":{"version":1,"model_fingerprint":"model-a","position_state":"sequence"}`
+	)
+	for _, c := range []struct {
+		name, features, err string
+	}{
+		{"no handoff", `"mm_hashes":{"image":["a"]},` + places + `,"requires_kv":true`, "requires_kv requires kv_handoff"},
+		{"null handoff", `"mm_hashes":{"image":["a"]},` + places + `,"requires_kv":true,"kv_handoff":null`, "requires_kv requires kv_handoff"},
+		{"empty hash", `"mm_hashes":{"image":[""]},` + places + `,"requires_kv":true,` + handoff, "requires_kv requires nonempty multimodal hashes"},
+		{"no hashes", `"mm_hashes":{},"mm_placeholders":{},"requires_kv":true,` + handoff, "requires_kv requires nonempty multimodal hashes"},
+		{"an empty list", `"mm_hashes":{"image":["a"],"audio":[]},"mm_placeholders":{"image":[{"offset":0,"length":2}],"audio":[]},"requires_kv":true,` + handoff, "requires_kv requires nonempty multimodal hashes"},
+		{"tensors", `"mm_hashes":{"image":["a"]},` + places + `,"kwargs_data":{"image":["k"]},"requires_kv":true,` + handoff, "requires_kv does not accept full kwargs_data"},
+		{"null requires_kv", `"mm_hashes":{"image":["a"]},` + places + `,"requires_kv":null`, "requires_kv: null"},
+		{"string requires_kv", `"mm_hashes":{"image":["a"]},` + places + `,"requires_kv":"true"`, "requires_kv"},
+		{"handoff version 2", `"mm_hashes":{"image":["a"]},` + places + `,"requires_kv":true,"kv_handoff":{"version":2,"model_fingerprint":"m","position_state":"sequence"}`, "kv_handoff.version must be 1"},
+		{"handoff without fingerprint", `"mm_hashes":{"image":["a"]},` + places + `,"kv_handoff":{"version":1,"position_state":"sequence"}`, "model_fingerprint must be a non-empty string"},
+		{"handoff empty fingerprint", `"mm_hashes":{"image":["a"]},` + places + `,"kv_handoff":{"version":1,"model_fingerprint":"","position_state":"sequence"}`, "model_fingerprint must be a non-empty string"},
+		{"handoff mrope", `"mm_hashes":{"image":["a"]},` + places + `,"kv_handoff":{"version":1,"model_fingerprint":"m","position_state":"mrope"}`, `position_state must be "sequence"`},
+		{"handoff not an object", `"mm_hashes":{"image":["a"]},` + places + `,"kv_handoff":[1]`, "kv_handoff"},
+		{"accepted", `"mm_hashes":{"image":["a"]},` + places + `,"kwargs_data":{"image":[null]},"mm_metadata":{"image":["m"]},"requires_kv":true,` + handoff, ""},
+		{"handoff without requires_kv", `"mm_hashes":{"image":["a"]},` + places + `,` + handoff, ""},
+		{"requires_kv false", `"mm_hashes":{"image":[""]},` + places + `,"requires_kv":false`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, _, err := generatePrompt([]byte(generateBody(4, `{`+c.features+`}`)))
+			if c.err != "" {
+				require.ErrorContains(t, err, c.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Len(t, p.Features, 1)
+		})
+	}
 }

@@ -43,6 +43,13 @@
 //     request (GenerateRequest, not the features alone) is refused unless
 //     its ec_transfer_params is a non-empty object or the features'
 //     requires_kv is true (Features.CheckTransfer).
+//   - requires_kv, when present, is a boolean (not null). When true, the
+//     items come as decoder KV handed over from another engine:
+//     kv_handoff must then be given, with version 1, a non-empty
+//     model_fingerprint and position_state "sequence" (kv_handoff, when
+//     not null, must have those three whatever requires_kv says);
+//     mm_hashes must have at least one modality, none with an empty list
+//     or an empty hash; and kwargs_data may hold only nulls.
 //
 // Earlier vLLM releases built the engine input from the features without
 // that validation: the InputProcessor looked each placeholder's hash up by

@@ -20,9 +20,13 @@ type Features struct {
 	// and for which items carry which (MetadataOnly).
 	KwargsData map[string][]Opaque `json:"kwargs_data"`
 	MMMetadata map[string][]Opaque `json:"mm_metadata"`
-	// RequiresKV is a later vLLM's requires_kv: the items come as the
-	// decoder's KV, not computed by the encoder (nil when absent).
-	RequiresKV *bool `json:"requires_kv"`
+	// RequiresKV is requires_kv: the items come as decoder KV handed
+	// over from another engine, not computed by the encoder (false when
+	// absent).
+	RequiresKV bool `json:"requires_kv"`
+	// KVHandoff says that kv_handoff, the handed-over KV's compatibility
+	// information, is given (and well formed: decodeKVHandoff).
+	KVHandoff bool `json:"kv_handoff"`
 }
 
 // Placeholder is one item's span of placeholder tokens in token_ids,
@@ -106,6 +110,9 @@ func (f *Features) Items(ntok int) ([]Item, error) {
 	if err := checkParallel("mm_metadata", f.MMMetadata, f.MMHashes, mods); err != nil {
 		return nil, err
 	}
+	if err := f.checkKV(); err != nil {
+		return nil, err
+	}
 	if n == 0 {
 		return nil, nil
 	}
@@ -136,6 +143,33 @@ func (f *Features) Items(ntok int) ([]Item, error) {
 	return items, nil
 }
 
+// checkKV applies vLLM's rules to features whose items come as decoder KV
+// (requires_kv true): they need kv_handoff, at least one hash, no empty
+// hash list or hash, and no serialized tensors in kwargs_data (only
+// nulls).
+func (f *Features) checkKV() error {
+	if !f.RequiresKV {
+		return nil
+	}
+	if !f.KVHandoff {
+		return errors.New("features: requires_kv requires kv_handoff compatibility information")
+	}
+	if len(f.MMHashes) == 0 {
+		return errors.New("features: requires_kv requires nonempty multimodal hashes")
+	}
+	for _, hashes := range f.MMHashes {
+		if len(hashes) == 0 || slices.ContainsFunc(hashes, func(h *string) bool { return *h == "" }) {
+			return errors.New("features: requires_kv requires nonempty multimodal hashes")
+		}
+	}
+	for _, kw := range f.KwargsData {
+		if slices.ContainsFunc(kw, func(o Opaque) bool { return o.Set }) {
+			return errors.New("features: requires_kv does not accept full kwargs_data")
+		}
+	}
+	return nil
+}
+
 // ErrMetadataOnly is the refusal of a request whose features have an
 // item given by its mm_metadata alone, without the encoder-cache
 // transfer that would bring its embeddings (see CheckTransfer).
@@ -152,7 +186,7 @@ var ErrMetadataOnly = errors.New("metadata-only multimodal items require ec_tran
 // Routing a request that the engine refuses would index keys it never
 // computes.
 func (f *Features) CheckTransfer(ecTransfer bool) error {
-	if ecTransfer || (f.RequiresKV != nil && *f.RequiresKV) || !f.MetadataOnly() {
+	if ecTransfer || f.RequiresKV || !f.MetadataOnly() {
 		return nil
 	}
 	return ErrMetadataOnly

@@ -347,7 +347,7 @@ func TestGenerateMetadataOnlyItemsAsVLLM(t *testing.T) {
 		{features: `"kwargs_data":{"image":[null]},"mm_metadata":{"image":["m"]}`, ec: `{}`, status: http.StatusBadRequest, msg: "metadata-only multimodal items require ec_transfer_params"},
 		{features: `"mm_metadata":{"image":["m"]}`, ec: `"x"`, status: http.StatusBadRequest, msg: "ec_transfer_params"},
 		{features: `"mm_metadata":{"image":["m"]}`, ec: `{"engine_id":"e"}`, status: http.StatusOK},
-		{features: `"mm_metadata":{"image":["m"]},"requires_kv":true`, status: http.StatusOK},
+		{features: `"mm_metadata":{"image":["m"]},"requires_kv":true,"kv_handoff":{"version":1,"model_fingerprint":"f","position_state":"sequence"}`, status: http.StatusOK},
 		{features: `"kwargs_data":{"image":["k"]},"mm_metadata":{"image":["m"]}`, status: http.StatusOK},
 		{features: `"mm_metadata":{"image":[null]}`, status: http.StatusOK},
 	} {
@@ -444,5 +444,43 @@ func TestGenerateOutputModesAsVLLM(t *testing.T) {
 		require.NoError(t, json.Unmarshal(got, &e), string(got))
 		require.Equal(t, "BadRequestError", e.Error.Type)
 		require.Contains(t, e.Error.Message, c.msg)
+	}
+}
+
+// TestGenerateDecoderKVFeaturesAsVLLM: features whose items come as
+// decoder KV (requires_kv true) are admitted by vLLM only with a
+// well-formed kv_handoff, non-empty hashes and no serialized tensors; the
+// simulated engine answers the rest 400 BadRequestError, as vLLM does,
+// and serves the admitted ones.
+func TestGenerateDecoderKVFeaturesAsVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	const (
+		places  = `"mm_hashes":{"image":["a"]},"mm_placeholders":{"image":[{"offset":0,"length":2}]}`
+		handoff = `"kv_handoff":{"version":1,"model_fingerprint":"model-a","position_state":"sequence"}`
+	)
+	for _, c := range []struct {
+		features string
+		status   int
+		msg      string
+	}{
+		{`,"requires_kv":true`, http.StatusBadRequest, "requires_kv requires kv_handoff"},
+		{`,"requires_kv":true,"kwargs_data":{"image":["k"]},` + handoff, http.StatusBadRequest, "requires_kv does not accept full kwargs_data"},
+		{`,"requires_kv":null`, http.StatusBadRequest, "requires_kv"},
+		{`,"kv_handoff":{"version":1,"model_fingerprint":"m","position_state":"mrope"}`, http.StatusBadRequest, "position_state"},
+		{`,"requires_kv":true,"mm_metadata":{"image":["m"]},` + handoff, http.StatusOK, ""},
+	} {
+		body := `{"model":"m","token_ids":[1,2,3,4],"sampling_params":{"max_tokens":1},"features":{` + places + c.features + `}}`
+		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		got, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, c.status, resp.StatusCode, "%s: %s", body, got)
+		if c.status != http.StatusOK {
+			var e errorBody
+			require.NoError(t, json.Unmarshal(got, &e), string(got))
+			require.Equal(t, "BadRequestError", e.Error.Type)
+			require.Contains(t, e.Error.Message, c.msg)
+		}
 	}
 }
