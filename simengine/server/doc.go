@@ -120,6 +120,10 @@
 // with vLLM's message and param "cache_salt" (/v1/messages has no
 // cache_salt: vLLM drops the key).
 //
+// A completions or chat completions request (on its render route too)
+// with stream_options set but stream not is answered 400, param
+// "stream_options", as vLLM's request models answer it.
+//
 // Request ids follow vLLM's (requestid.go): a request's X-Request-Id
 // header sets its response's id after the route's prefix ("cmpl-",
 // "chatcmpl-", "generate-tokens-"; /v1/messages answers with the id of

@@ -126,6 +126,9 @@ func (s *Server) decodeFrom(body io.Reader, v any) *apiError {
 	if b, err = jsonscan.PythonJSON(b, nil); err != nil {
 		return badRequest("invalid JSON body: %v", err)
 	}
+	if e := checkStreamOptions(v, b); e != nil {
+		return e // a validator vLLM runs before the fields' types
+	}
 	if err := jsonexact.Unmarshal(b, v); err != nil {
 		if e := checkRawSalt(v, b); e != nil {
 			return e // vLLM checks the salt before the fields' types
