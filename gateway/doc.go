@@ -139,8 +139,9 @@
 // the token IDs, multimodal features and cache salt of its body, without
 // rendering, and forwarded unchanged. A body whose features vLLM refuses
 // (modalities or counts of mm_hashes and mm_placeholders that do not match,
-// placeholders that are empty, overlap or end past the prompt) is answered
-// 400 and counted as bad_request. A body that gives its multimodal items as
+// placeholders that are empty, overlap or end past the prompt,
+// metadata-only items without ec_transfer_params, requires_kv without a
+// well-formed kv_handoff) is answered 400 and counted as bad_request. A body that gives its multimodal items as
 // raw media in content_parts (an image_url, audio_url or video_url part,
 // which the engine fetches, expands into placeholders within token_ids and
 // hashes itself) is routed by load alone and forwarded unchanged: from its

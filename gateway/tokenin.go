@@ -21,8 +21,9 @@ import (
 // lists) and builds the same response from them. It does not hold for chat
 // completions, Messages or Responses: their vLLM schemas have no token-ID
 // prompt, and vLLM's only token-in generation route (/inference/v1/generate)
-// answers with token IDs, not text, tool calls or reasoning, in chunks of
-// another shape, so forwarding there would change what the client receives.
+// answers with token IDs (and, in its "text" output mode, their plain
+// text), not a message with tool calls or reasoning, in chunks of another
+// shape, so forwarding there would change what the client receives.
 // Those APIs keep forwarding the body.
 
 // tokenInAPIs checks Config.TokenizeOnce and returns the set it names.
