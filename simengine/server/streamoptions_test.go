@@ -21,6 +21,7 @@ func TestStreamOptionsOnlyWithStreamAsVLLM(t *testing.T) {
 	_, base := startServer(t, Config{EnableScaleOut: true})
 	const (
 		completion = `"model":"m","prompt":"hello there","max_tokens":1`
+		tokens     = `"model":"m","prompt":[5,6,7],"max_tokens":1` // decodeCompletion's fast path
 		chat       = `"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1`
 	)
 	for _, c := range []struct {
@@ -36,6 +37,7 @@ func TestStreamOptionsOnlyWithStreamAsVLLM(t *testing.T) {
 	} {
 		for _, r := range []struct{ path, head string }{
 			{"/v1/completions", completion}, {"/v1/completions/render", completion},
+			{"/v1/completions", tokens}, {"/v1/completions/render", tokens},
 			{"/v1/chat/completions", chat}, {"/v1/chat/completions/render", chat},
 		} {
 			body := "{" + r.head + c.fields + "}"
