@@ -94,7 +94,9 @@ type chatRequest struct {
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	CacheSalt           *string         `json:"cache_salt"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
-	KVTransferParams    json.RawMessage `json:"kv_transfer_params"`
+	// Priority is only echoed by the render route (renderEcho).
+	Priority         json.RawMessage `json:"priority"`
+	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 	// RequestID is vLLM's extra parameter: the response's id after
 	// "chatcmpl-" when no X-Request-Id header sets it (requestid.go).
 	RequestID string `json:"request_id"`
@@ -109,7 +111,8 @@ type chatMessage struct {
 }
 
 type streamOptions struct {
-	IncludeUsage bool `json:"include_usage"`
+	IncludeUsage         bool `json:"include_usage"`
+	ContinuousUsageStats bool `json:"continuous_usage_stats"`
 }
 
 func (r *chatRequest) prompt() ([]uint32, *apiError) {
@@ -149,6 +152,8 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	CacheSalt     *string         `json:"cache_salt"`
+	// Priority is only echoed by the render route (renderEcho).
+	Priority json.RawMessage `json:"priority"`
 	// KVTransferParams are vLLM's P/D fields (pd.go).
 	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 	// RequestID is vLLM's extra parameter: the response's id after "cmpl-"

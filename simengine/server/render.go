@@ -1,8 +1,10 @@
 package server
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute/internal/modelcard"
@@ -48,20 +50,56 @@ type generateRequest struct {
 	ReturnTokenIDs        bool           `json:"return_token_ids"`
 	OutputMode            string         `json:"output_mode"`
 	Stream                bool           `json:"stream"`
-	StreamOptions         any            `json:"stream_options"`
+	StreamOptions         *streamOptions `json:"stream_options"`
 	CacheSalt             *string        `json:"cache_salt"`
-	Priority              int            `json:"priority"`
+	Priority              int64          `json:"priority"`
 	KVTransferParams      any            `json:"kv_transfer_params"`
 	ECTransferParams      any            `json:"ec_transfer_params"`
 }
 
-func (s *Server) generateRequest(id string, tokens []uint32, maxTokens *int, model string, salt *string, stream bool) generateRequest {
+// renderEcho is what vLLM's render copies from a completions or chat
+// completions request into its GenerateRequest beside the prompt: its
+// priority, and its stream_options when it streams (none otherwise). A
+// router that sends the rendered request on to the token-in route sends
+// what it finds there.
+type renderEcho struct {
+	priority      json.RawMessage
+	streamOptions *streamOptions
+}
+
+// priorityValue is the echoed priority: the request's when it is an integer
+// (1.0 and "1" too, as vLLM reads an int), else vLLM's default 0. The
+// engine itself does not schedule by priority.
+func (e renderEcho) priorityValue() int64 {
+	var v int64
+	if json.Unmarshal(e.priority, &v) == nil {
+		return v
+	}
+	var f float64
+	if json.Unmarshal(e.priority, &f) == nil && f == float64(int64(f)) {
+		return int64(f)
+	}
+	var str string
+	if json.Unmarshal(e.priority, &str) == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(str), 10, 64); err == nil {
+			return n
+		}
+	}
+	return 0
+}
+
+func (s *Server) generateRequest(id string, tokens []uint32, maxTokens *int, model string, salt *string, stream bool, echo renderEcho) generateRequest {
 	mt := s.cfg.DefaultMaxTokens
 	if maxTokens != nil {
 		mt = *maxTokens
 	}
+	opts := echo.streamOptions
+	if !stream {
+		opts = nil
+	}
 	return generateRequest{
 		RequestID: id, TokenIDs: tokens, Model: s.renderedModel(model), CacheSalt: salt, OutputMode: "tokens", Stream: stream,
+		StreamOptions: opts, Priority: echo.priorityValue(),
 		SamplingParams: samplingParams{N: 1, RepetitionPenalty: 1, Temperature: 1, TopP: 1, MaxTokens: mt,
 			Stop: []string{}, StopTokenIDs: []int{}, SkipSpecialTokens: true, SpacesBetweenSpecialToken: true},
 	}
@@ -99,7 +137,8 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 			break
 		}
 		tokens += len(p)
-		out = append(out, s.generateRequest(id+"-"+strconv.Itoa(i), p, req.MaxTokens, req.Model, req.CacheSalt, req.Stream))
+		out = append(out, s.generateRequest(id+"-"+strconv.Itoa(i), p, req.MaxTokens, req.Model, req.CacheSalt, req.Stream,
+			renderEcho{req.Priority, req.StreamOptions}))
 	}
 	if e != nil {
 		writeAPIError(w, e)
@@ -113,7 +152,7 @@ func (s *Server) handleCompletionsRender(w http.ResponseWriter, r *http.Request)
 
 // renderOne finishes the single-object render routes: it checks the model,
 // then renders the prompt, as vLLM does.
-func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix string, prompt func() ([]uint32, *apiError), maxTokens *int, salt *string, stream bool) {
+func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix string, prompt func() ([]uint32, *apiError), maxTokens *int, salt *string, stream bool, echo renderEcho) {
 	var tokens []uint32
 	_, e := s.resolveModel(model)
 	if e == nil {
@@ -130,7 +169,7 @@ func (s *Server) renderOne(w http.ResponseWriter, r *http.Request, model, prefix
 	if !s.saturate(w, r, len(tokens)) {
 		return
 	}
-	writeRender(w, []generateRequest{s.generateRequest(s.requestID(prefix), tokens, maxTokens, model, salt, stream)}, false)
+	writeRender(w, []generateRequest{s.generateRequest(s.requestID(prefix), tokens, maxTokens, model, salt, stream, echo)}, false)
 }
 
 // handleChatRender serves /v1/chat/completions/render: one GenerateRequest.
@@ -140,7 +179,8 @@ func (s *Server) handleChatRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream)
+	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.maxTokens(s.cfg.DefaultMaxTokens), req.CacheSalt, req.Stream,
+		renderEcho{req.Priority, req.StreamOptions})
 }
 
 // handleMessagesRender serves /v1/messages/render: one GenerateRequest.
@@ -150,7 +190,7 @@ func (s *Server) handleMessagesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, nil, req.Stream)
+	s.renderOne(w, r, req.Model, "chatcmpl-", req.prompt, req.MaxTokens, nil, req.Stream, renderEcho{})
 }
 
 // handleResponsesRender serves /v1/responses/render: one GenerateRequest;
@@ -161,7 +201,7 @@ func (s *Server) handleResponsesRender(w http.ResponseWriter, r *http.Request) {
 		writeAPIError(w, e)
 		return
 	}
-	s.renderOne(w, r, req.Model, "resp_", req.prompt, req.MaxOutputTokens, req.CacheSalt, req.Stream)
+	s.renderOne(w, r, req.Model, "resp_", req.prompt, req.MaxOutputTokens, req.CacheSalt, req.Stream, renderEcho{})
 }
 
 // handleModels serves /v1/models: the base model under each of its served

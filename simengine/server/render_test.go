@@ -318,3 +318,53 @@ func TestCacheSaltRefusedLikeVLLM(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, "%q: %s", c.salt, body)
 	}
 }
+
+// TestRenderEchoesPriorityAndStreamOptions: vLLM's completions and chat
+// render copy the request's priority into each GenerateRequest, and its
+// stream_options when the request streams (null otherwise), so that a
+// router sending the rendered request on to the token-in route keeps
+// them. The simulated engine's render answered 0 and null whatever the
+// request said.
+func TestRenderEchoesPriorityAndStreamOptions(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	type gen struct {
+		Priority      int64           `json:"priority"`
+		Stream        bool            `json:"stream"`
+		StreamOptions json.RawMessage `json:"stream_options"`
+	}
+	opts := map[string]any{"include_usage": true}
+	for _, c := range []struct {
+		path  string
+		body  map[string]any
+		array bool
+	}{
+		{"/v1/completions/render", map[string]any{"model": "m", "prompt": "hello", "priority": 3, "stream": true, "stream_options": opts}, true},
+		{"/v1/chat/completions/render", map[string]any{"model": "m", "messages": []any{map[string]any{"role": "user", "content": "hi"}},
+			"priority": -2, "stream": true, "stream_options": opts}, false},
+	} {
+		code, body := post(t, base+c.path, c.body)
+		require.Equal(t, http.StatusOK, code, string(body))
+		var g gen
+		if c.array {
+			g = decode[[]gen](t, body)[0]
+		} else {
+			g = decode[gen](t, body)
+		}
+		require.Equal(t, int64(c.body["priority"].(int)), g.Priority, string(body))
+		require.True(t, g.Stream)
+		require.JSONEq(t, `{"include_usage":true,"continuous_usage_stats":false}`, string(g.StreamOptions), string(body))
+
+		delete(c.body, "stream")
+		delete(c.body, "stream_options")
+		c.body["priority"] = 1.0 // an integer as vLLM reads one
+		code, body = post(t, base+c.path, c.body)
+		require.Equal(t, http.StatusOK, code, string(body))
+		if c.array {
+			g = decode[[]gen](t, body)[0]
+		} else {
+			g = decode[gen](t, body)
+		}
+		require.Equal(t, int64(1), g.Priority, string(body))
+		require.Equal(t, "null", string(g.StreamOptions), "no stream options without a stream: %s", body)
+	}
+}

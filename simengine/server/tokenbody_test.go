@@ -112,9 +112,9 @@ func TestMarshalRenderMatchesEncodingJSON(t *testing.T) {
 	salt := `s"<&>\` + "\u2028"
 	mt := 3
 	gs := []generateRequest{
-		s.generateRequest(`cmpl-"x"-0`, []uint32{0, 9, 10, 99999, 4294967295}, &mt, "m<b>", &salt, true),
-		s.generateRequest("cmpl-x-1", []uint32{1}, nil, "", nil, false),
-		s.generateRequest("cmpl-x-2", nil, nil, "", nil, false),
+		s.generateRequest(`cmpl-"x"-0`, []uint32{0, 9, 10, 99999, 4294967295}, &mt, "m<b>", &salt, true, renderEcho{}),
+		s.generateRequest("cmpl-x-1", []uint32{1}, nil, "", nil, false, renderEcho{}),
+		s.generateRequest("cmpl-x-2", nil, nil, "", nil, false, renderEcho{}),
 	}
 	for i := range gs {
 		want, err := json.Marshal(gs[i])
