@@ -173,18 +173,12 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				Note: "without vllm, modelName or udsTokenizerConfig, llm-d estimates token counts without a tokenizer; kvroute renders (render.url, or the routed endpoints themselves) or, with disableRender, routes by load alone"})
 		}
 		if v != nil {
-			if v.URL != "" {
-				add(at+".vllm.url", "render.url", func(c *kvroute.Config) { c.Render.URL = v.URL })
-			} else if !has(top, "render.url") {
-				findings = append(findings, Finding{Path: at + ".vllm.url", Kind: Different,
-					Note: "absent, llm-d renders on http://localhost:8000 (a sidecar); kvroute renders on the routed endpoints themselves unless render.url is set"})
+			vs, err := v.settings(at+".vllm", has(top, "render.url"))
+			if err != nil {
+				return nil, err
 			}
-			if v.Timeout != nil {
-				add(at+".vllm.timeout", "render.timeout", func(c *kvroute.Config) { c.Render.Timeout = *v.Timeout })
-			}
-			if v.MMTimeout != nil {
-				add(at+".vllm.mmTimeout", "render.mmTimeout", func(c *kvroute.Config) { c.Render.MMTimeout = *v.MMTimeout })
-			}
+			sets = append(sets, vs.sets...)
+			findings = append(findings, vs.findings...)
 		}
 	}
 	if l := ps.InFlightLoadProducer; l != nil {

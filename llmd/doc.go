@@ -73,6 +73,11 @@
 //	token-producer (and the legacy tokenizer).
 //	  modelName                                             → model
 //	  vllm.url, vllm.timeout, vllm.mmTimeout ("": default)  → render.url, render.timeout, render.mmTimeout
+//	  vllm.messagesRenderMode, vllm.responsesRenderMode,
+//	  vllm.prefillOnly, vllm.omitMMKwargs                   → render.<same key>
+//	  vllm.endpointDiscovery (rendering on the pool's
+//	  endpoints, round robin; never beside vllm.url)        → no render.url: kvroute renders on the routed endpoints
+//	  vllm.endpointDiscovery.attemptTimeout (positive)      → render.attemptTimeout
 //	  none of vllm, modelName, udsTokenizerConfig           → llm-d's estimate backend: a finding, kvroute renders
 //	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //

@@ -3,6 +3,8 @@ package llmd
 import (
 	"encoding/json"
 	"time"
+
+	"github.com/kvroute/kvroute/render"
 )
 
 // plugins are the parameters blocks of the llm-d router's plugins that
@@ -174,14 +176,47 @@ type tokenProducer struct {
 
 // vllmRender is the token producer's vllm block.
 type vllmRender struct {
-	// URL is render.url. Absent, llm-d renders on http://localhost:8000;
-	// kvroute renders on the routed endpoints (a finding says so).
+	// URL is render.url. Absent (and without EndpointDiscovery), llm-d
+	// renders on http://localhost:8000; kvroute renders on the routed
+	// endpoints (a finding says so).
 	URL string `json:"url,omitempty"`
+	// EndpointDiscovery renders on the pool's Ready endpoints, round robin
+	// with one retry on another, as kvroute does without render.url; llm-d
+	// refuses it beside URL.
+	EndpointDiscovery *endpointDiscovery `json:"endpointDiscovery,omitempty"`
 	// Timeout is render.timeout; "" leaves kvroute's default, as llm-d's
 	// empty string does its own.
 	Timeout *time.Duration `json:"timeout,omitempty" jsonconf:"emptyunset"`
 	// MMTimeout is render.mmTimeout; "" leaves kvroute's default.
 	MMTimeout *time.Duration `json:"mmTimeout,omitempty" jsonconf:"emptyunset"`
+	// MessagesRenderMode and ResponsesRenderMode are render's keys of the
+	// same names ("auto", "native" or "legacy"; "" leaves auto).
+	MessagesRenderMode  render.Mode `json:"messagesRenderMode,omitempty"`
+	ResponsesRenderMode render.Mode `json:"responsesRenderMode,omitempty"`
+	// PrefillOnly and OmitMMKwargs are render's keys of the same names.
+	PrefillOnly  *bool `json:"prefillOnly,omitempty"`
+	OmitMMKwargs *bool `json:"omitMMKwargs,omitempty"`
+	// The renderer's TLS settings.
+	CACertPath         json.RawMessage `json:"caCertPath,omitempty" finding:"none:kvroute verifies an https render url against the system roots; it has no CA file, client certificate or skip-verify setting"`
+	ClientCertPath     json.RawMessage `json:"clientCertPath,omitempty" finding:"none:kvroute verifies an https render url against the system roots; it has no CA file, client certificate or skip-verify setting"`
+	ClientKeyPath      json.RawMessage `json:"clientKeyPath,omitempty" finding:"none:kvroute verifies an https render url against the system roots; it has no CA file, client certificate or skip-verify setting"`
+	InsecureSkipVerify json.RawMessage `json:"insecureSkipVerify,omitempty" finding:"none:kvroute verifies an https render url against the system roots; it has no CA file, client certificate or skip-verify setting"`
+}
+
+// endpointDiscovery is the token producer's vllm.endpointDiscovery block.
+type endpointDiscovery struct {
+	// AttemptTimeout is render.attemptTimeout; llm-d refuses one that is
+	// not positive, and "" leaves the default.
+	AttemptTimeout *time.Duration `json:"attemptTimeout,omitempty" jsonconf:"emptyunset"`
+	// LoadBalancer.Type may only be llm-d's one, round-robin, which is
+	// kvroute's render rotation.
+	LoadBalancer *struct {
+		Type string `json:"type,omitempty"`
+	} `json:"loadBalancer,omitempty"`
+	DiscoverModelLimits json.RawMessage `json:"discoverModelLimits,omitempty" finding:"none:kvroute does not read the engines' context limits; a prompt over one is refused by the engine"`
+	MinModelLen         json.RawMessage `json:"minModelLen,omitempty" finding:"none:kvroute does not read the engines' context limits; a prompt over one is refused by the engine"`
+	ContextLimitLabel   json.RawMessage `json:"contextLimitLabel,omitempty" finding:"none:kvroute does not read the engines' context limits; a prompt over one is refused by the engine"`
+	PortRules           json.RawMessage `json:"portRules,omitempty" finding:"none:kvroute renders on each endpoint's own address and port; a separate render pool is kvroute-epp's --render-selector"`
 }
 
 // inFlightLoadProducer is the parameters block of the llm-d router's
