@@ -77,6 +77,9 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 			if e.EngineType != "" {
 				add(k+"engineType", "events.engine", func(c *kvroute.Config) { c.Events.Engine = kvevents.EngineKind(e.EngineType) })
 			}
+			if e.Tracing != nil {
+				add(k+"tracing", "events.tracing.enabled", func(c *kvroute.Config) { c.Events.Tracing.Enabled = *e.Tracing })
+			}
 			if e.DiscoverPods != nil && !*e.DiscoverPods && e.ZMQEndpoint == "" {
 				add(k+"discoverPods", "events.enabled", func(c *kvroute.Config) { c.Events.Enabled = new(false) })
 			}

@@ -55,6 +55,7 @@
 //	  kvEventsConfig.topicFilter                            → events.topicFilter
 //	  kvEventsConfig.concurrency                            → events.concurrency
 //	  kvEventsConfig.engineType                             → events.engine
+//	  kvEventsConfig.tracing                                → events.tracing.enabled
 //	  kvEventsConfig.zmqEndpoint                            → events.bindAddress (llm-d's global socket = bind mode)
 //	  kvEventsConfig.discoverPods false, no zmqEndpoint     → events.enabled false
 //	  kvEventsConfig.podDiscoveryConfig.socketPort          → events.eventsPort

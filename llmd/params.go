@@ -99,6 +99,10 @@ type kvEventsConfig struct {
 	DiscoverPods *bool `json:"discoverPods,omitempty"`
 	// PodDiscoveryConfig holds the per-endpoint ports and the selector.
 	PodDiscoveryConfig *podDiscoveryConfig `json:"podDiscoveryConfig,omitempty"`
+	// Tracing turns the KV-event spans on: events.tracing.enabled (kvroute
+	// samples one message in 100 per endpoint unless
+	// events.tracing.sampleRatio says otherwise).
+	Tracing *bool `json:"tracing,omitempty"`
 	// MaxQueueDepth bounded an older llm-d's event queues.
 	MaxQueueDepth json.RawMessage `json:"maxQueueDepth,omitempty" finding:"different:events.queueSize and events.queueBytes bound kvroute's event queues"`
 }
@@ -118,6 +122,12 @@ type podDiscoveryConfig struct {
 	// engine snapshots on (events.snapshot.enabled), as in llm-d's
 	// snapshot recovery (the engine's kv-events-config snapshot_endpoint).
 	SnapshotSocketPort int `json:"snapshotSocketPort,omitempty"`
+	// DataParallelSize is accepted and ignored by llm-d, which learns the
+	// ranks from the events.
+	DataParallelSize json.RawMessage `json:"dataParallelSize,omitempty" finding:"unneeded:llm-d ignores it too; kvroute takes an endpoint's data-parallel rank from its place among the pool's target ports"`
+	// RankPodMapping maps the ranks of one serving endpoint to the pods
+	// that publish their events.
+	RankPodMapping json.RawMessage `json:"rankPodMapping,omitempty" finding:"none:kvroute subscribes to each endpoint's own pod; ranks published by other pods are not read"`
 	// PodNamespace limits llm-d's own pod watch.
 	PodNamespace json.RawMessage `json:"podNamespace,omitempty" finding:"different:kvroute subscribes to the endpoints it routes to; kvroute-epp's --pool-namespace names their namespace"`
 }

@@ -33,3 +33,29 @@ func TestTranslateSnapshotSocketPort(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, cfg.Events.Snapshot.Enabled, "off by default")
 }
+
+// The guide's kvEventsConfig.tracing turns the KV-event spans on, as
+// events.tracing.enabled does (kvroute samples them per endpoint); the
+// pod discovery keys llm-d accepts and ignores, or kvroute lacks, are
+// findings rather than unknown keys.
+func TestTranslateKVEventsTracing(t *testing.T) {
+	cfg, err := llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer": {"kvEventsConfig": {"tracing": true}}}`))
+	require.NoError(t, err)
+	require.True(t, cfg.Events.Tracing.Enabled)
+	back, err := kvroute.LoadConfig(strings.NewReader(`{"events": {"tracing": {"enabled": true}}}`))
+	require.NoError(t, err)
+	require.Equal(t, back.Events.Tracing, cfg.Events.Tracing)
+
+	cfg, err = llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer": {"kvEventsConfig": {"tracing": false}}}`))
+	require.NoError(t, err)
+	require.False(t, cfg.Events.Tracing.Enabled)
+
+	_, err = llmd.Translate(strings.NewReader(`{"precise-prefix-cache-producer": {"kvEventsConfig": {"tracing": true}}, "events": {"tracing": {"enabled": false}}}`))
+	require.ErrorContains(t, err, "set the same setting")
+
+	p := "precise-prefix-cache-producer.kvEventsConfig.podDiscoveryConfig."
+	_, findings, err := llmd.Load(strings.NewReader(`{"precise-prefix-cache-producer": {"kvEventsConfig": {"podDiscoveryConfig":
+		{"socketPort": 5556, "dataParallelSize": 2, "rankPodMapping": {"groupLabelKey": "g", "rankLabelKey": "r"}}}}}`), llmd.Options{})
+	require.NoError(t, err)
+	requireFindings(t, findings, want{p + "dataParallelSize", llmd.NotNeeded}, want{p + "rankPodMapping", llmd.NoEquivalent})
+}
