@@ -1,6 +1,8 @@
 package extproc
 
 import (
+	"errors"
+	"net/http"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -31,15 +33,54 @@ const (
 	// HeaderAdmission names why the admission refused a request: shed,
 	// queue_full, expired or closed.
 	HeaderAdmission = "x-kvroute-admission"
+	// HeaderDroppedReason is llm-d's picker's response header naming why it
+	// dropped a request, in llm-d's words, so that what reads it behind
+	// llm-d's picker reads it behind kvroute's: rejected-saturated (shed
+	// or queue full), rejected-ttl-expired, rejected-shutting-down, and
+	// rejected-no-endpoints on every 503 for want of an endpoint.
+	HeaderDroppedReason = "x-llm-d-request-dropped-reason"
 )
 
-// admissionHeaders are the refusal's headers: the reason, and Retry-After
-// in whole seconds (at least 1).
+// The values of HeaderDroppedReason, llm-d's.
+const (
+	droppedSaturated    = "rejected-saturated"
+	droppedTTLExpired   = "rejected-ttl-expired"
+	droppedShuttingDown = "rejected-shutting-down"
+	droppedNoEndpoints  = "rejected-no-endpoints"
+)
+
+// admissionHeaders are the refusal's headers: the reason, kvroute's and
+// llm-d's, and Retry-After in whole seconds (at least 1).
 func admissionHeaders(err error, retry time.Duration) []*corev3.HeaderValueOption {
-	return []*corev3.HeaderValueOption{
+	h := []*corev3.HeaderValueOption{
 		header(HeaderAdmission, admission.Reason(err)),
 		header("retry-after", admission.RetryAfterValue(retry)),
 	}
+	if r := droppedReason(err); r != "" {
+		h = append(h, header(HeaderDroppedReason, r))
+	}
+	return h
+}
+
+// droppedReason is HeaderDroppedReason's value for an admission refusal, ""
+// for another error.
+func droppedReason(err error) string {
+	switch {
+	case errors.Is(err, admission.ErrShed), errors.Is(err, admission.ErrQueueFull):
+		return droppedSaturated
+	case errors.Is(err, admission.ErrExpired):
+		return droppedTTLExpired
+	case errors.Is(err, admission.ErrClosed):
+		return droppedShuttingDown
+	}
+	return ""
+}
+
+// noEndpoint answers a request for which no endpoint is available: 503, with
+// llm-d's drop reason.
+func (st *streamState) noEndpoint(msg string) error {
+	st.setResult(resultNoEndpoint)
+	return st.immediate(http.StatusServiceUnavailable, msg, header(HeaderDroppedReason, droppedNoEndpoints))
 }
 
 // notify tells the admission, if any, that endpoint's accounting moved (a

@@ -83,6 +83,7 @@ func TestAdmissionShedsSheddableWhenSaturated(t *testing.T) {
 	body := readAll(t, resp.Body)
 	require.Equal(t, http.StatusTooManyRequests, resp.StatusCode, body)
 	require.Equal(t, "shed", resp.Header.Get(HeaderAdmission))
+	require.Equal(t, "rejected-saturated", resp.Header.Get(HeaderDroppedReason))
 	require.Equal(t, "3", resp.Header.Get("Retry-After"))
 	require.Contains(t, body, "RateLimitError")
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "shed"}))
@@ -150,6 +151,7 @@ func TestAdmissionQueueTimeoutAnswers503(t *testing.T) {
 	body := readAll(t, resp.Body)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
 	require.Equal(t, "expired", resp.Header.Get(HeaderAdmission))
+	require.Equal(t, "rejected-ttl-expired", resp.Header.Get(HeaderDroppedReason))
 	require.NotEmpty(t, resp.Header.Get("Retry-After"))
 	require.Equal(t, 0, h.adm.Queued())
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "no_endpoint"}))
@@ -256,6 +258,7 @@ func TestAdmissionCloseAnswersQueued503(t *testing.T) {
 	body := readAll(t, resp.Body)
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, body)
 	require.Equal(t, "closed", resp.Header.Get(HeaderAdmission))
+	require.Equal(t, "rejected-shutting-down", resp.Header.Get(HeaderDroppedReason))
 	release()
 	h.idle()
 }

@@ -74,7 +74,9 @@
 //     or the hint itself when it is no list) names no endpoint and is
 //     counted in kvroute_extproc_invalid_subset_hints_total; the 503 for
 //     want of an eligible endpoint then says the hint was malformed.
-//   - answers 503 (an ImmediateResponse) when no endpoint is available, 413
+//   - answers 503 (an ImmediateResponse) when no endpoint is available
+//     (x-llm-d-request-dropped-reason: rejected-no-endpoints, as llm-d's
+//     picker says it), 413
 //     when the body exceeds the configured limit, 400 when it is not JSON
 //     (an empty body included), 404 NotFoundError (vLLM's and the gateway's
 //     body) when no endpoint serves the body's model, 409 when a request
@@ -160,7 +162,9 @@
 // capacity dispatches the queue at once. Refusals are ImmediateResponses:
 // 429 with Retry-After when shed or the queue is full, 503 when the queue
 // deadline passed or the admission closed, each with the reason in
-// x-kvroute-admission (shed, queue_full, expired, closed); a malformed
+// x-kvroute-admission (shed, queue_full, expired, closed) and in llm-d's
+// x-llm-d-request-dropped-reason (rejected-saturated,
+// rejected-ttl-expired, rejected-shutting-down); a malformed
 // queue timeout is answered 400 naming the header, before any pick.
 // kvroute_extproc_requests_total counts 429s as result shed, 503s as
 // no_endpoint and 400s as bad_request. Without Options.Admission none of

@@ -35,7 +35,6 @@ func (st *streamState) route(body []byte) error {
 	s := st.srv
 	eps, selected := st.candidates()
 	if len(eps) == 0 {
-		st.setResult(resultNoEndpoint)
 		msg := "the endpoint picker has no ready endpoint"
 		switch {
 		case selected:
@@ -45,7 +44,7 @@ func (st *streamState) route(body []byte) error {
 		case st.hasHint:
 			msg = "no endpoint of the subset hint is eligible"
 		}
-		return st.immediate(http.StatusServiceUnavailable, msg)
+		return st.noEndpoint(msg)
 	}
 	path := st.path
 	if strings.IndexByte(path, '%') >= 0 {
@@ -161,8 +160,7 @@ func (st *streamState) route(body []byte) error {
 			st.setResult(resultBadRequest)
 			return st.immediate(http.StatusBadRequest, err.Error())
 		}
-		st.setResult(resultNoEndpoint)
-		return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+		return st.noEndpoint("no endpoint available: " + err.Error())
 	}
 	st.decision = d
 	s.notify(d.Endpoint.ID)
@@ -179,8 +177,7 @@ func (st *streamState) route(body []byte) error {
 			}
 			code, ok := admission.HTTPStatus(err)
 			if !ok {
-				st.setResult(resultNoEndpoint)
-				return st.immediate(http.StatusServiceUnavailable, "no endpoint available: "+err.Error())
+				return st.noEndpoint("no endpoint available: " + err.Error())
 			}
 			res := resultNoEndpoint
 			if code == http.StatusTooManyRequests {

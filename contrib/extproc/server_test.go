@@ -230,6 +230,7 @@ func TestProcessSubsetHint(t *testing.T) {
 		resp, err := st.Recv()
 		require.NoError(t, err)
 		require.EqualValues(t, http.StatusServiceUnavailable, resp.GetImmediateResponse().GetStatus().GetCode())
+		require.Equal(t, "rejected-no-endpoints", setHeader(resp.GetImmediateResponse().GetHeaders(), HeaderDroppedReason))
 	}
 }
 
@@ -244,6 +245,8 @@ func TestProcessNoEndpointIs503(t *testing.T) {
 	resp, err := st.Recv()
 	require.NoError(t, err)
 	require.EqualValues(t, http.StatusServiceUnavailable, resp.GetImmediateResponse().GetStatus().GetCode())
+	// llm-d's picker names why it dropped the request in this header.
+	require.Equal(t, "rejected-no-endpoints", setHeader(resp.GetImmediateResponse().GetHeaders(), HeaderDroppedReason))
 	require.Equal(t, 1.0, h.counter("kvroute_extproc_requests_total", map[string]string{"result": "no_endpoint"}))
 }
 

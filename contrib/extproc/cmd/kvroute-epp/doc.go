@@ -151,7 +151,7 @@
 // (alias x-llm-d-inference-fairness-id) headers, and may shorten their queue time with x-kvroute-queue-timeout.
 // Refused requests are answered by the picker: 429 with Retry-After (shed,
 // queue full), 503 (queue deadline passed, shutting down), the reason in
-// x-kvroute-admission. --engine-metrics-config FILE (package enginemetrics'
+// x-kvroute-admission and, in llm-d's words, x-llm-d-request-dropped-reason. --engine-metrics-config FILE (package enginemetrics'
 // keys) adds the engines' own vLLM queue and KV-cache metrics, scraped from
 // each engine's /metrics, to the admission's saturation signal (and sets
 // how the LoRA scorer's adapter state is scraped, below); with neither an
