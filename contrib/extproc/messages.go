@@ -1,7 +1,6 @@
 package extproc
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -10,6 +9,8 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/kvroute/kvroute/internal/apierror"
 )
 
 // subsetHint reads the candidate list Envoy may send in the filter metadata:
@@ -134,33 +135,16 @@ func streamedBody(body []byte, eos bool) *extprocv3.BodyMutation {
 	}}
 }
 
-// immediateResponse is a local reply in the OpenAI error shape vLLM uses,
-// with extra headers besides its content type.
-func immediateResponse(code int, msg string, extra ...*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
-	body, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": msg, "type": errorType(code), "param": nil, "code": code,
-	}})
+// immediateResponse is a local reply in the error shape of the request's
+// API (Anthropic's when anthropic, a Messages request; vLLM's OpenAI one
+// otherwise), with extra headers besides its content type.
+func immediateResponse(anthropic bool, code int, msg string, extra ...*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
 			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(code)},
 			Headers: &extprocv3.HeaderMutation{SetHeaders: append([]*corev3.HeaderValueOption{header("content-type", "application/json")}, extra...)},
-			Body:    body,
+			Body:    apierror.Body(anthropic, code, msg, ""),
 			Details: "kvroute_" + strings.ReplaceAll(strings.ToLower(http.StatusText(code)), " ", "_"),
 		},
 	}}
-}
-
-func errorType(code int) string {
-	switch code {
-	case http.StatusNotFound:
-		return "NotFoundError"
-	case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusConflict:
-		return "BadRequestError"
-	case http.StatusServiceUnavailable:
-		return "ServiceUnavailableError"
-	case http.StatusTooManyRequests:
-		return "RateLimitError"
-	default:
-		return "InternalServerError"
-	}
 }

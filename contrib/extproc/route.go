@@ -46,15 +46,7 @@ func (st *streamState) route(body []byte) error {
 		}
 		return st.noEndpoint(msg)
 	}
-	path := st.path
-	if strings.IndexByte(path, '%') >= 0 {
-		// vLLM's server matches its routes on the percent-decoded path:
-		// "/v1/%63ompletions" is its completions route, and is routed as
-		// such (a path with an escape it cannot decode matches none).
-		if p, err := url.PathUnescape(path); err == nil {
-			path = p
-		}
-	}
+	path := decodedPath(st.path)
 	api, inference := render.APIForPath(path)
 	trimmed := strings.TrimRight(path, "/")
 	generate := !inference && trimmed == tokenin.Path
@@ -202,6 +194,18 @@ func (st *streamState) route(body []byte) error {
 		prefill = disagg.PrefillerHostPort(d.Roles[0].Endpoint)
 	}
 	return st.answerRequest(list, prefill, body, d.RenderErr != nil)
+}
+
+// decodedPath is path as vLLM's server matches its routes, percent-decoded:
+// "/v1/%63ompletions" is its completions route, and is routed as such (a
+// path with an escape it cannot decode is kept, and matches none).
+func decodedPath(path string) string {
+	if strings.IndexByte(path, '%') >= 0 {
+		if p, err := url.PathUnescape(path); err == nil {
+			return p
+		}
+	}
+	return path
 }
 
 // candidates returns the endpoints the request may go to: all of them, or
