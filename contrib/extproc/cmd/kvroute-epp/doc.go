@@ -118,7 +118,8 @@
 // has no finer levels. --ha-enable-leader-election,
 // --disable-endpoint-subset-filter, --emit-endpoint-scores,
 // --refresh-metrics-interval, --refresh-prometheus-metrics-interval,
-// --metrics-staleness-threshold, --enable-grpc-stream-metrics and
+// --metrics-staleness-threshold, --enable-grpc-stream-metrics,
+// --plugin-state-staleness-threshold, --fairness-id-metric-label-limit and
 // --allow-experimental-plugins are checked, accepted and logged once at
 // start as ignored, with why; in particular every replica is ready, not
 // only a leader, since each routes from its own index.

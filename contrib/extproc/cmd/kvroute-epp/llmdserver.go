@@ -41,6 +41,8 @@ var llmdIgnoredFlags = map[string]string{
 	"metrics-staleness-threshold":         "kvroute-epp reads endpoint load from its own request accounting and, with --engine-metrics-config, scrapes the engines itself",
 	"enable-grpc-stream-metrics":          "kvroute-epp always exports its ext_proc request metrics (kvroute_extproc_*)",
 	"allow-experimental-plugins":          "kvroute-epp loads no llm-d plugins; the --config file's plugin settings it does not carry over are logged at start",
+	"plugin-state-staleness-threshold":    "kvroute-epp keeps no per-request plugin state to reap: a request's load is released when its ext_proc stream ends",
+	"fairness-id-metric-label-limit":      "kvroute-epp labels no metric with a fairness ID",
 }
 
 // llmdServerFlags holds the llm-d router EPP's flags of this file.
@@ -94,6 +96,22 @@ func addLLMDServerFlags(fs *flag.FlagSet, f *flags) {
 		switch name {
 		case "refresh-metrics-interval", "refresh-prometheus-metrics-interval", "metrics-staleness-threshold":
 			fs.Duration(name, 0, "accepted and ignored, a duration: "+why)
+		case "plugin-state-staleness-threshold":
+			fs.Func(name, "accepted and ignored, a positive duration, as llm-d checks it: "+why, func(s string) error {
+				d, err := time.ParseDuration(s)
+				if err == nil && d <= 0 {
+					err = fmt.Errorf("%v is not positive", d)
+				}
+				return err
+			})
+		case "fairness-id-metric-label-limit":
+			fs.Func(name, "accepted and ignored, an integer of at least 0, as llm-d checks it: "+why, func(s string) error {
+				n, err := strconv.Atoi(s)
+				if err == nil && n < 0 {
+					err = fmt.Errorf("%d is negative", n)
+				}
+				return err
+			})
 		default:
 			fs.Bool(name, false, "accepted and ignored: "+why)
 		}

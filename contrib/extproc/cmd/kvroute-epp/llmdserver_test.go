@@ -227,11 +227,13 @@ func TestConfigFileFlag(t *testing.T) {
 func TestLLMDIgnoredFlags(t *testing.T) {
 	args := []string{"--disable-endpoint-subset-filter",
 		"--emit-endpoint-scores=false", "--refresh-metrics-interval", "100ms", "--refresh-prometheus-metrics-interval", "5s",
-		"--metrics-staleness-threshold", "2s", "--enable-grpc-stream-metrics", "--allow-experimental-plugins"}
+		"--metrics-staleness-threshold", "2s", "--enable-grpc-stream-metrics", "--allow-experimental-plugins",
+		"--plugin-state-staleness-threshold", "10m", "--fairness-id-metric-label-limit=0"}
 	f, err := parseFlags(append([]string{"--pool-name", "p"}, args...), io.Discard)
 	require.NoError(t, err)
 	require.Len(t, f.llmdServer.ignored, len(llmdIgnoredFlags))
-	for _, bad := range [][]string{{"--tracing=maybe"}, {"--refresh-metrics-interval", "soon"}} {
+	for _, bad := range [][]string{{"--tracing=maybe"}, {"--refresh-metrics-interval", "soon"},
+		{"--plugin-state-staleness-threshold", "0s"}, {"--fairness-id-metric-label-limit", "-1"}, {"--fairness-id-metric-label-limit", "x"}} {
 		_, err := parseFlags(append([]string{"--pool-name", "p"}, bad...), io.Discard)
 		require.ErrorContains(t, err, strings.SplitN(bad[0], "=", 2)[0][2:], bad)
 	}
