@@ -27,6 +27,8 @@ func (v *vllmRender) settings(at string, urlSet bool) (translated, error) {
 	switch {
 	case v.URL != "" && d != nil:
 		return out, invalid(fmt.Errorf("%s.url and %s.endpointDiscovery: only one of them may be set, as in llm-d", at, at))
+	case d != nil && urlSet:
+		return out, invalid(fmt.Errorf("%s.endpointDiscovery and render.url: the first renders on the routed endpoints, the second on one renderer; keep one", at))
 	case v.URL != "":
 		add("url", "render.url", func(c *kvroute.Config) { c.Render.URL = v.URL })
 	case d == nil && !urlSet:

@@ -47,6 +47,8 @@ func TestPickerConfigTokenProducerGuideRenderKeys(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, time.Second, *cfg.Render.AttemptTimeout)
 	require.Equal(t, render.ModeNative, cfg.Render.MessagesRenderMode)
+	_, err = llmd.Translate(strings.NewReader(`{"render":{"url":"http://r:8000"},"token-producer":{"vllm":{"endpointDiscovery":{}}}}`))
+	require.ErrorContains(t, err, "token-producer.vllm.endpointDiscovery and render.url")
 }
 
 // The token producer's settings kvroute's render client has no use for are
