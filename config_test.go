@@ -91,6 +91,32 @@ func TestLoadConfigUnknownKeysNameTheirPath(t *testing.T) {
 	}
 }
 
+// A section given as something other than an object is an error naming the
+// section, whichever package's Config decodes it: the sections whose types
+// decode themselves used to answer "want an object, got a list" with no key,
+// or, for events, with the Go type of a struct.
+func TestLoadConfigNonObjectSectionsNameTheirPath(t *testing.T) {
+	var sections map[string]json.RawMessage
+	data, err := json.Marshal(DefaultConfig())
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &sections))
+	n := 0
+	for key, raw := range sections {
+		if !strings.HasPrefix(string(raw), "{") {
+			continue
+		}
+		n++
+		for _, v := range []string{"[1]", "7", `"x"`, "true"} {
+			_, err := LoadConfig(strings.NewReader(`{"` + key + `":` + v + `}`))
+			require.ErrorIs(t, err, ErrInvalidConfig, key)
+			require.ErrorContains(t, err, "invalid config: "+key+": want an object, got ", "%s: %s", key, v)
+		}
+	}
+	require.GreaterOrEqual(t, n, 10, "the Config has sections")
+	_, err = LoadConfig(strings.NewReader(`{"events":{"replayClient":5}}`))
+	require.ErrorContains(t, err, "events.replayClient: want an object, got the number 5")
+}
+
 // The block size, the speculative TTL and the model are set once, at the top
 // level, and passed down: their keys under index, render and events are
 // errors naming the top-level key, and so are the Go fields set.

@@ -69,6 +69,10 @@ func TestConfigFileGatewaySectionKeepsTheStrictRules(t *testing.T) {
 		"gateway: [1]\n":                                                 "gateway",
 		"gateway:\n  maxBodyBytes: 4096\n  maxBodyBytesInFlight: 1024\n": "below the body limit 4096",
 		"gateway: {}\nspeculative:\n  tll: 2s\n":                         "speculative.tll: unknown key",
+		// A block given as no object names its path, not a Go type.
+		"gateway:\n  disagg: 7\n":             "gateway.disagg: want an object, got the number 7",
+		"gateway:\n  session: [1]\n":          "gateway.session: want an object, got a list",
+		"gateway:\n  disagg: {exchange: 5}\n": "gateway.disagg.exchange: want an object, got the number 5",
 	} {
 		_, err := parseFlags([]string{"--config", writeFile(t, "c.yaml", content), "--endpoints", "10.0.0.1:8000", "--model", "m"}, io.Discard, io.Discard)
 		require.ErrorContains(t, err, want, content)

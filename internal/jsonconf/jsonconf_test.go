@@ -237,6 +237,55 @@ func TestStructWithOwnScalarForm(t *testing.T) {
 	require.Error(t, Unmarshal([]byte(`{"at":"yesterday"}`), &v))
 }
 
+// mapDecoding has its own UnmarshalJSON that splits its object with
+// encoding/json, as the gateway's disagg block does.
+type mapDecoding struct{ Keys []string }
+
+func (m *mapDecoding) UnmarshalJSON(b []byte) error {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	for k := range raw {
+		m.Keys = append(m.Keys, k)
+	}
+	return nil
+}
+
+// A value that is no object, given to a struct that decodes itself, is an
+// error naming its path, as it is for a plain struct: it used to reach the
+// type's own UnmarshalJSON unchecked and come back without the path ("want
+// an object, got the number 7") or naming a Go type ("cannot hold number
+// map[string]json.RawMessage").
+func TestNonObjectForASelfDecodingStructNamesItsPath(t *testing.T) {
+	type cfg struct {
+		Self  selfDecoding  `json:"self"`
+		Ptr   *selfDecoding `json:"ptr"`
+		Split mapDecoding   `json:"split"`
+		Inner struct {
+			Self selfDecoding `json:"self"`
+		} `json:"inner"`
+		At time.Time `json:"at"`
+	}
+	for in, want := range map[string]string{
+		`{"self":7}`:             "self: want an object, got the number 7",
+		`{"self":[1]}`:           "self: want an object, got a list",
+		`{"ptr":"x"}`:            `ptr: want an object, got "x"`,
+		`{"split":true}`:         "split: want an object, got true",
+		`{"inner":{"self":[]}}`:  "inner.self: want an object, got a list",
+		`{"at":7}`:               "at: ",
+		`{"at":"yesterday"}`:     "at: ",
+		`{"self":{"wait":"1x"}}`: `self.wait: invalid duration "1x"`,
+	} {
+		var v cfg
+		err := Unmarshal([]byte(in), &v)
+		require.Error(t, err, in)
+		require.True(t, strings.HasPrefix(err.Error(), want), "%s: %v", in, err)
+		require.NotContains(t, err.Error(), "map[", in)
+	}
+	require.NoError(t, Check([]byte(`{"self":{},"split":{},"at":"2026-01-02T03:04:05Z"}`), reflect.TypeFor[cfg]()))
+}
+
 // Decoding into a copy of a value leaves the original's pointer settings
 // alone: the copy's pointers get pointees of their own before encoding/json
 // decodes into them.

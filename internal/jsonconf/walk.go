@@ -3,6 +3,7 @@ package jsonconf
 import (
 	"encoding"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -79,7 +80,7 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 		o, ok := v.(*object)
 		if !ok {
 			if hasUnmarshaler(t) {
-				return v, nil // a struct with its own non-object form (time.Time)
+				return v, ownForm(v, t, path)
 			}
 			return nil, kindError(path, v, "an object")
 		}
@@ -158,6 +159,28 @@ func walk(v any, t reflect.Type, path string, convert bool) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// ownForm checks v, a value that is no object, at a position of struct type
+// t that decodes itself: t's UnmarshalJSON must take it, as time.Time takes
+// its string. A type that wants an object (every Config) is refused as a
+// plain struct is, and any other refusal is given under path too, since
+// encoding/json would hand back the method's error without the path, or
+// naming the Go type the method decoded into.
+func ownForm(v any, t reflect.Type, path string) error {
+	raw, err := json.Marshal(v)
+	if err == nil {
+		err = reflect.New(t).Interface().(json.Unmarshaler).UnmarshalJSON(raw)
+	}
+	if err == nil {
+		return nil
+	}
+	var ce *Error
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &ce) && ce.Path == "" || errors.As(err, &te) {
+		return kindError(path, v, "an object")
+	}
+	return &Error{Path: path, Msg: err.Error()}
 }
 
 // durationSyntax reports whether s is written as time.ParseDuration reads
