@@ -90,7 +90,12 @@ func main() {
 	// long as it likes. No write timeout: a streamed answer may take minutes.
 	srv := &http.Server{Addr: *listen, Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	shutdown := make(chan error, 1)
-	go func() { <-ctx.Done(); shutdown <- srv.Shutdown(context.Background()) }()
+	go func() {
+		<-ctx.Done()
+		stop() // from now on a second Ctrl-C stops the process at once
+		log.Print("stopping: finishing the answers in flight (Ctrl-C again to cut them)")
+		shutdown <- srv.Shutdown(context.Background())
+	}()
 	log.Printf("quickstart gateway on http://%s, model %q, endpoints %s", *listen, *model, *list)
 	if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
 		log.Fatal(err)

@@ -54,12 +54,19 @@ func startEngine(t *testing.T, host string, eventsPort, replayPort int) *server.
 	return srv
 }
 
-// The README's quickstart, built and run as a user would, in front of two
-// simulated engines on 127.0.0.1 and 127.0.0.2: a prompt shorter than one
-// 64-token block can never be a cache hit; a long prompt sent again goes to
-// the same engine with its prefix cached, and the router saw the engines'
-// KV events; Ctrl-C (SIGINT) stops it cleanly.
-func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
+// quickstart is the quickstart binary running in front of two simulated
+// engines on 127.0.0.1 and 127.0.0.2.
+type quickstart struct {
+	listen string
+	cmd    *exec.Cmd
+	exited chan error
+	logs   *syncbuf.Buffer
+}
+
+// startQuickstart builds the quickstart as a user would and runs it in
+// front of two simulated engines; the test's cleanup stops all three.
+func startQuickstart(t *testing.T) *quickstart {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the quickstart binary")
 	}
@@ -67,7 +74,6 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command to build the quickstart with")
 	}
-	defer leakcheck.Check(t)()
 	bin := filepath.Join(t.TempDir(), "quickstart")
 	build := exec.Command(goBin, "build", "-o", bin, ".")
 	out, err := build.CombinedOutput()
@@ -75,24 +81,34 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 
 	eventsPort, replayPort := sharedPort(t), sharedPort(t)
 	e1 := startEngine(t, "127.0.0.1", eventsPort, replayPort)
-	defer e1.Close()
+	t.Cleanup(func() { e1.Close() })
 	e2 := startEngine(t, "127.0.0.2", eventsPort, replayPort)
-	defer e2.Close()
+	t.Cleanup(func() { e2.Close() })
 
-	listen := testport.Addr(t) // bound by the quickstart
-	cmd := exec.Command(bin, "-listen", listen, "-endpoints", e1.Addr()+","+e2.Addr(),
+	q := &quickstart{listen: testport.Addr(t), exited: make(chan error, 1), logs: &syncbuf.Buffer{}} // bound by the quickstart
+	q.cmd = exec.Command(bin, "-listen", q.listen, "-endpoints", e1.Addr()+","+e2.Addr(),
 		"-events-port", strconv.Itoa(eventsPort), "-replay-port", strconv.Itoa(replayPort))
-	logs := &syncbuf.Buffer{}
-	cmd.Stdout, cmd.Stderr = logs, logs
-	require.NoError(t, cmd.Start())
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	defer func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
+	q.cmd.Stdout, q.cmd.Stderr = q.logs, q.logs
+	require.NoError(t, q.cmd.Start())
+	go func() { q.exited <- q.cmd.Wait() }()
+	t.Cleanup(func() {
+		if q.cmd.ProcessState == nil {
+			_ = q.cmd.Process.Kill()
+			<-q.exited
 		}
-	}()
+	})
+	return q
+}
+
+// The README's quickstart, built and run as a user would, in front of two
+// simulated engines on 127.0.0.1 and 127.0.0.2: a prompt shorter than one
+// 64-token block can never be a cache hit; a long prompt sent again goes to
+// the same engine with its prefix cached, and the router saw the engines'
+// KV events; Ctrl-C (SIGINT) stops it cleanly.
+func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // after the cleanups that stop the engines
+	q := startQuickstart(t)
+	listen, cmd, exited, logs := q.listen, q.cmd, q.exited, q.logs
 
 	client := &http.Client{Transport: &http.Transport{}, Timeout: wait}
 	defer client.CloseIdleConnections()
@@ -159,4 +175,48 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 	case <-time.After(wait):
 		t.Fatal("the quickstart did not stop on SIGINT")
 	}
+}
+
+// A second Ctrl-C stops the quickstart at once, while the first waits for
+// the answers in flight: with a long answer streaming, the first used to
+// leave the process waiting for its end and swallow every further Ctrl-C,
+// so that only kill stopped it.
+func TestQuickstartSecondCtrlCStopsAtOnce(t *testing.T) {
+	t.Cleanup(leakcheck.Check(t)) // after the cleanups that stop the engines
+	q := startQuickstart(t)
+	client := &http.Client{Transport: &http.Transport{}}
+	defer client.CloseIdleConnections()
+	var resp *http.Response
+	require.Eventually(t, func() bool {
+		var err error
+		// 100,000 tokens of 10 ms steps: the answer outlasts the test.
+		resp, err = client.Post("http://"+q.listen+"/v1/completions", "application/json",
+			strings.NewReader(`{"model":"sim-model","prompt":"Hi","max_tokens":100000,"stream":true}`))
+		return err == nil
+	}, wait, 20*time.Millisecond, q.logs.String())
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	stream := bufio.NewReader(resp.Body)
+	line, err := stream.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "data: "), line)
+
+	require.NoError(t, q.cmd.Process.Signal(syscall.SIGINT))
+	// The first Ctrl-C has been taken once the listener is closed.
+	require.Eventually(t, func() bool {
+		c, err := net.Dial("tcp", q.listen)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	}, wait, 20*time.Millisecond, q.logs.String())
+	require.NoError(t, q.cmd.Process.Signal(syscall.SIGINT))
+	select {
+	case err := <-q.exited:
+		require.Error(t, err, "the second Ctrl-C interrupts the quickstart")
+	case <-time.After(wait):
+		t.Fatalf("the quickstart did not stop on a second SIGINT: %s", q.logs.String())
+	}
+	rest, _ := io.ReadAll(stream)
+	require.NotContains(t, string(rest), "data: [DONE]", "the answer was cut")
 }
