@@ -31,7 +31,7 @@ func configSource(f flags) string {
 }
 
 // decodeConfigResult reads a router configuration (YAML or JSON,
-// llmd.LoadResult) from raw, which came from source (a file name, or
+// llmd.LoadResult) from raw, which came from source ("--config <file>", or
 // --config-text): a kvroute configuration, possibly with llm-d plugin
 // parameters, or an llm-d EndpointPickerConfig whole, with the stages it
 // configures beside the router. Each llm-d setting it does not carry over

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,4 +65,23 @@ func TestConfigTextReadsAsTheFileWould(t *testing.T) {
 	err = run(context.Background(), []string{"--endpoints", "10.0.0.1:8000", "--config-text", "model: m\nnoSuchKey: 1\n"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--config-text")
 	require.ErrorContains(t, err, "noSuchKey")
+}
+
+// A --config (or --config-file) that cannot be read or decoded is refused
+// naming the flag, as every other configuration flag's error does; it used
+// to say "open /x.yaml: no such file or directory" or "/x.yaml: kvroute:
+// invalid config: ..." alone.
+func TestConfigFileErrorsNameTheFlag(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "router.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("speculative: {tll: 2s}\n"), 0o600))
+	missing := filepath.Join(t.TempDir(), "missing.yaml")
+	for _, flag := range []string{"--config", "--config-file"} {
+		for path, want := range map[string]string{missing: "no such file", bad: "speculative.tll: unknown key"} {
+			f, err := parseFlags([]string{"--endpoints", "10.0.0.1:8000", flag, path}, io.Discard)
+			require.NoError(t, err)
+			_, _, err = loadConfigStages(f, slog.New(slog.DiscardHandler))
+			require.ErrorContains(t, err, "--config "+path+": ", flag)
+			require.ErrorContains(t, err, want, flag)
+		}
+	}
 }

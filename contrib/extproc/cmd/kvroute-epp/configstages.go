@@ -39,11 +39,14 @@ func loadConfigResult(path, model string, strict bool, log *slog.Logger) (llmd.R
 		}
 		return res, nil
 	}
+	// Errors name the flag, as those of the stages' configuration flags do
+	// (--config-file is the same flag under llm-d's name).
+	source := "--config " + path
 	raw, err := readConfigFile(path)
 	if err != nil {
-		return llmd.Result{Config: kvroute.DefaultConfig()}, err
+		return llmd.Result{Config: kvroute.DefaultConfig()}, fmt.Errorf("%s: %w", source, err)
 	}
-	return decodeConfigResult(raw, path, model, strict, log)
+	return decodeConfigResult(raw, source, model, strict, log)
 }
 
 // loadConfigStages is loadConfigResult for the flags f: it returns the
