@@ -167,7 +167,7 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 	case epsFile != "":
 		data, err := readYAML(epsFile)
 		if err != nil {
-			return options{}, err
+			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)
 		}
 		if eps, err = gateway.LoadEndpoints(bytes.NewReader(data)); err != nil {
 			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)

@@ -92,6 +92,17 @@ func TestParseFlagsRejectsBadInput(t *testing.T) {
 		_, err := parseFlags(args, io.Discard, io.Discard)
 		require.Error(t, err, name)
 	}
+	// A file that cannot be read is refused naming its flag, as --config's
+	// is; --endpoints-file's used to say "open <file>: ..." alone.
+	for _, flag := range []string{"--config", "--endpoints-file"} {
+		missing := filepath.Join(t.TempDir(), "none.yaml")
+		args := []string{"--model", "m", flag, missing}
+		if flag == "--config" {
+			args = append(args, "--endpoints", "a:1")
+		}
+		_, err := parseFlags(args, io.Discard, io.Discard)
+		require.ErrorContains(t, err, flag+" "+missing+": ", flag)
+	}
 	// A negative replay port is refused, not read as "no replay" (0 is).
 	_, err := parseFlags([]string{"--model", "m", "--endpoints", "a:1", "--replay-port", "-1"}, io.Discard, io.Discard)
 	require.ErrorContains(t, err, "--replay-port")
