@@ -3,6 +3,7 @@ package gatewaycmd
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -66,7 +67,7 @@ func serveSnapshot(addr string, r *kvroute.Router, readHeader, idle time.Duratio
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		set.Unregister(watch.HeaderTimeouts, watch.Refused)
-		return nil, err
+		return nil, fmt.Errorf("--snapshot-listen %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle(snapshotPath, snapshotHandler(r))

@@ -279,3 +279,20 @@ func TestRunStopsAcceptingWhileASnapshotTransferRuns(t *testing.T) {
 		t.Fatal("run did not return after the transfer ended")
 	}
 }
+
+// A --snapshot-listen address that cannot be bound (taken, the public
+// listener's own) is refused naming the flag, and the gateway stops; the
+// error used to be net's "listen tcp ...: bind: address already in use"
+// alone, right after the gateway had said it served, as if --listen had
+// failed.
+func TestRunRefusesASnapshotAddressItCannotBindNamingTheFlag(t *testing.T) {
+	defer leakcheck.Check(t)()
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer taken.Close()
+	cfg := writeFile(t, "router.json", `{"events":{"enabled":false},"disableRender":true}`)
+	err = run(context.Background(), []string{"--listen", "127.0.0.1:0", "--endpoints", "127.0.0.1:1", "--model", "m",
+		"--config", cfg, "--snapshot-listen", taken.Addr().String(), "--peer-token", "tok"}, io.Discard, io.Discard, Options{}, nil)
+	require.ErrorContains(t, err, "--snapshot-listen "+taken.Addr().String()+": ")
+	require.ErrorContains(t, err, "address already in use")
+}
