@@ -129,7 +129,11 @@ func testChurn(t *testing.T, hedge bool) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		cl := &countingListener{Listener: ln}
-		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true,
+		// The engines keep idle connections for an hour, not vLLM's 5 s: on
+		// a machine slowed by other work a connection at the bottom of a
+		// pool can sit idle longer than 5 s between rounds, and an engine
+		// closing it is the engine's keep-alive, not the gateway's churn.
+		srv, err := server.New(server.Config{Model: testModel, EnableScaleOut: true, KeepAliveTimeout: time.Hour,
 			Engine: simengine.Config{BlockSize: 16, NumGPUBlocks: 4096, MaxNumSeqs: 512, PrefillTokensPerSecond: 1e9, DecodeStep: 50 * time.Microsecond}}, server.Options{})
 		require.NoError(t, err)
 		ch := make(chan error, 1)

@@ -10,12 +10,13 @@ import (
 // (net/http's ReadHeaderTimeout, applied by firstByteConn).
 const headerTimeout = 10 * time.Second
 
-// keepAliveTimeout is how long a connection may stay idle after a
-// response before the server closes it: vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE
-// default, uvicorn's timeout_keep_alive (net/http's IdleTimeout, which it
-// sets once the response is written; without it, and with no ReadTimeout,
-// net/http never closes an idle connection).
-const keepAliveTimeout = 5 * time.Second
+// DefaultKeepAliveTimeout is Config.KeepAliveTimeout's default: how long a
+// connection may stay idle after a response before the server closes it,
+// vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE default, uvicorn's timeout_keep_alive
+// (net/http's IdleTimeout, which it sets once the response is written;
+// without it, and with no ReadTimeout, net/http never closes an idle
+// connection).
+const DefaultKeepAliveTimeout = 5 * time.Second
 
 // firstByteListener hands out its connections as firstByteConns.
 type firstByteListener struct {

@@ -76,3 +76,18 @@ func TestIdleKeepAliveConnectionClosedAfterVLLMTimeout(t *testing.T) {
 	_, err = c.Read(make([]byte, 1))
 	require.ErrorIs(t, err, io.EOF)
 }
+
+// The server closes a connection idle past Config.KeepAliveTimeout, vLLM's
+// 5 s when zero; a negative one is refused naming its key.
+func TestKeepAliveTimeoutIsConfigured(t *testing.T) {
+	s, err := New(Config{Model: "m"}, Options{})
+	require.NoError(t, err)
+	require.Equal(t, DefaultKeepAliveTimeout, s.srv.IdleTimeout)
+	require.NoError(t, s.Close())
+	s, err = New(Config{Model: "m", KeepAliveTimeout: time.Hour}, Options{})
+	require.NoError(t, err)
+	require.Equal(t, time.Hour, s.srv.IdleTimeout)
+	require.NoError(t, s.Close())
+	_, err = New(Config{Model: "m", KeepAliveTimeout: -time.Second}, Options{})
+	require.ErrorContains(t, err, "keepAliveTimeout")
+}

@@ -88,6 +88,14 @@ type Config struct {
 	// snapshot_endpoint) answer "unavailable, retry later" for this long
 	// after start, as a vLLM recorder does while it cannot serve.
 	SnapshotUnavailableFor time.Duration `json:"snapshotUnavailableFor"`
+	// KeepAliveTimeout is how long a connection may stay idle after a
+	// response before the server closes it, as vLLM's
+	// VLLM_HTTP_TIMEOUT_KEEP_ALIVE sets uvicorn's timeout_keep_alive. 0
+	// means DefaultKeepAliveTimeout, vLLM's default; a test whose subject
+	// is a client's connection reuse sets it far above its gaps, so that
+	// a machine slowed by other work does not make the engine close what
+	// the client kept.
+	KeepAliveTimeout time.Duration `json:"keepAliveTimeout"`
 	// PD is the engine's role in prefill/decode disaggregation and its KV
 	// transfer (pd.go); the zero value is an ordinary engine.
 	PD PDConfig `json:"pd"`
@@ -172,6 +180,9 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.MaxBodyBytes == 0 {
 		cfg.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if cfg.KeepAliveTimeout == 0 {
+		cfg.KeepAliveTimeout = DefaultKeepAliveTimeout
+	}
 	switch {
 	case cfg.DefaultMaxTokens < 1:
 		return nil, fmt.Errorf("simengine: defaultMaxTokens %d must be positive", cfg.DefaultMaxTokens)
@@ -179,6 +190,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, fmt.Errorf("simengine: maxBodyBytes %d must be positive", cfg.MaxBodyBytes)
 	case cfg.MaxModelLen < 0:
 		return nil, fmt.Errorf("simengine: maxModelLen %d is negative (0 means the KV-cache capacity)", cfg.MaxModelLen)
+	case cfg.KeepAliveTimeout < 0:
+		return nil, fmt.Errorf("simengine: keepAliveTimeout %v is negative (0 means %v, vLLM's default)", cfg.KeepAliveTimeout, DefaultKeepAliveTimeout)
 	}
 	if err := checkExtraModels(&cfg); err != nil {
 		return nil, err
@@ -263,7 +276,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	}
 	s.metrics = promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{})
 	s.routes = s.buildRoutes()
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout, IdleTimeout: keepAliveTimeout}
+	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: headerTimeout, IdleTimeout: cfg.KeepAliveTimeout}
 	return s, nil
 }
 
