@@ -100,8 +100,10 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 				}
 				return nil, dropUnknownEndpoint, false
 			}
-			ep = Endpoint{ID: id, Rank: rank}
-			if host, _, err := net.SplitHostPort(id); err == nil && host != "" && p.cfg.Replay {
+			// The pool's engine kind is the endpoint's: PoolConfig.Replay
+			// derives an address only as resolve does for it.
+			ep = Endpoint{ID: id, Rank: rank, Engine: p.cfg.Engine}
+			if host, _, err := net.SplitHostPort(id); err == nil && host != "" && p.cfg.Replay && ep.Engine.vllmSockets() {
 				ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(p.cfg.ReplayPort+rank))
 			}
 		}
