@@ -25,7 +25,8 @@ import (
 // identity).
 //
 // Heartbeats: with snapshots on, an idle publisher sends an empty batch
-// every second. Once a stream has seen an identity or a heartbeat, its
+// every second. Once a stream has seen vLLM's identity or a heartbeat
+// (SGLang's epoch does not count, nor do its snapshot barriers), its
 // publisher is expected to be heard at least that often: silence for
 // PoolConfig.PublisherSilence marks the endpoint degraded (even while its
 // TCP connection and ZMTP heartbeats are fine — a wedged publisher thread),
@@ -47,7 +48,7 @@ type liveness struct {
 	// receiver sees must be it, or the endpoint is restarted.
 	snapID atomic.Pointer[[16]byte]
 
-	watched   atomic.Bool  // the publisher sends identities or heartbeats: its silence is checked
+	watched   atomic.Bool  // the publisher sends vLLM's identities or heartbeats: its silence is checked
 	armed     atomic.Bool  // the silence timer is pending
 	silent    atomic.Bool  // the publisher fell silent: the endpoint is degraded
 	lastHeard atomic.Int64 // pool-clock unix nanos of the last message of a watched publisher
