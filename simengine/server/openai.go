@@ -48,7 +48,7 @@ func (a openAIAnswer[C]) chunk(c C) openAIAnswer[C] {
 // a chunk of no choices with the usage of rs when opts asks for it
 // (include_usage), then [DONE].
 func (a openAIAnswer[C]) endStream(out *sse, opts *streamOptions, rs []simengine.Result) {
-	if opts != nil && opts.IncludeUsage {
+	if opts.includeUsage() {
 		u := usageOf(rs)
 		a.Choices, a.Usage = []C{}, &u
 		out.send("", a)

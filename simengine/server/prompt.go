@@ -110,11 +110,6 @@ type chatMessage struct {
 	ToolCalls json.RawMessage `json:"tool_calls"`
 }
 
-type streamOptions struct {
-	IncludeUsage         bool `json:"include_usage"`
-	ContinuousUsageStats bool `json:"continuous_usage_stats"`
-}
-
 func (r *chatRequest) prompt() ([]uint32, *apiError) {
 	if len(r.Messages) == 0 {
 		return nil, withParam(badRequest("messages must not be empty"), "messages")

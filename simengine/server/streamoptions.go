@@ -1,10 +1,41 @@
 package server
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/kvroute/kvroute/internal/jsonscan"
 )
+
+// streamOptions is vLLM's StreamOptions, the stream_options of the
+// completions, chat completions and token-in requests, echoed by the
+// render routes. Both members are optional booleans with defaults:
+// include_usage true and continuous_usage_stats false when absent, null
+// (nil here) when the request says null. A request's stream_options of {}
+// therefore asks for the usage chunk, as it does of vLLM.
+type streamOptions struct {
+	IncludeUsage         *bool `json:"include_usage"`
+	ContinuousUsageStats *bool `json:"continuous_usage_stats"`
+}
+
+// UnmarshalJSON reads stream_options with vLLM's defaults for the members
+// it does not give.
+func (o *streamOptions) UnmarshalJSON(b []byte) error {
+	type plain streamOptions
+	yes, no := true, false
+	p := plain{IncludeUsage: &yes, ContinuousUsageStats: &no}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return err
+	}
+	*o = streamOptions(p)
+	return nil
+}
+
+// includeUsage reports whether o (nil: no stream_options) asks for the
+// usage chunk that ends a stream.
+func (o *streamOptions) includeUsage() bool {
+	return o != nil && o.IncludeUsage != nil && *o.IncludeUsage
+}
 
 // streamChecked marks the request models that carry vLLM's
 // validate_stream_options: completions and chat completions, on their

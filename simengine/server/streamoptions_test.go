@@ -75,3 +75,58 @@ func TestTruthyAsPython(t *testing.T) {
 		require.Equal(t, want, truthy(b), "%q", v)
 	}
 }
+
+// TestStreamOptionsDefaultsAsVLLM: vLLM's StreamOptions defaults
+// include_usage to true and continuous_usage_stats to false, and keeps an
+// explicit null as null. So stream_options {} (or one giving only
+// continuous_usage_stats) asks for the usage chunk that ends a stream, and
+// the render routes echo the defaults. The simulated engine read an absent
+// include_usage as false: it ended such streams without usage and echoed
+// include_usage false where vLLM's render answers true.
+func TestStreamOptionsDefaultsAsVLLM(t *testing.T) {
+	_, base := startServer(t, Config{EnableScaleOut: true})
+	for _, c := range []struct {
+		opts, echo string
+		usage      bool
+	}{
+		{`{}`, `{"include_usage":true,"continuous_usage_stats":false}`, true},
+		{`{"continuous_usage_stats":true}`, `{"include_usage":true,"continuous_usage_stats":true}`, true},
+		{`{"include_usage":null}`, `{"include_usage":null,"continuous_usage_stats":false}`, false},
+		{`{"include_usage":false,"continuous_usage_stats":null}`, `{"include_usage":false,"continuous_usage_stats":null}`, false},
+	} {
+		opts := json.RawMessage(c.opts)
+		for _, r := range []struct {
+			path string
+			body map[string]any
+		}{
+			{"/v1/completions", map[string]any{"model": "m", "prompt": "hello", "max_tokens": 2}},
+			{"/v1/chat/completions", map[string]any{"model": "m", "messages": []any{map[string]any{"role": "user", "content": "hi"}}, "max_tokens": 2}},
+			{GeneratePath, map[string]any{"model": "m", "token_ids": []int{1, 2, 3}, "sampling_params": map[string]any{"max_tokens": 2}}},
+		} {
+			r.body["stream"], r.body["stream_options"] = true, opts
+			evs := readSSE(t, base+r.path, r.body)
+			require.Equal(t, "[DONE]", evs[len(evs)-1].data)
+			var last struct {
+				Usage *usage `json:"usage"`
+			}
+			require.NoError(t, json.Unmarshal([]byte(evs[len(evs)-2].data), &last))
+			require.Equal(t, c.usage, last.Usage != nil, "%s %s: %s", r.path, c.opts, evs[len(evs)-2].data)
+			if r.path == GeneratePath {
+				continue
+			}
+			code, body := post(t, base+r.path+"/render", r.body)
+			require.Equal(t, http.StatusOK, code, string(body))
+			var g struct {
+				StreamOptions json.RawMessage `json:"stream_options"`
+			}
+			if r.path == "/v1/completions" {
+				g = decode[[]struct {
+					StreamOptions json.RawMessage `json:"stream_options"`
+				}](t, body)[0]
+			} else {
+				require.NoError(t, json.Unmarshal(body, &g))
+			}
+			require.JSONEq(t, c.echo, string(g.StreamOptions), "%s %s", r.path, c.opts)
+		}
+	}
+}

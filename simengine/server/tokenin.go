@@ -247,7 +247,7 @@ func (s *Server) handleGenerate(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return // client gone: the request is aborted
 	}
-	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {
+	if req.StreamOptions.includeUsage() {
 		u := usageOf(rs)
 		out.send("", chunk{RequestID: id, OutputMode: mode, Choices: []generateChoice{}, Usage: &u})
 	}
