@@ -94,8 +94,9 @@ type chatRequest struct {
 	StreamOptions       *streamOptions  `json:"stream_options"`
 	CacheSalt           *string         `json:"cache_salt"`
 	AddGenerationPrompt *bool           `json:"add_generation_prompt"`
-	// Priority is only echoed by the render route (renderEcho).
-	Priority         json.RawMessage `json:"priority"`
+	// Priority is only checked, and echoed by the render route
+	// (renderEcho).
+	Priority         pyInt           `json:"priority"`
 	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 	// RequestID is vLLM's extra parameter: the response's id after
 	// "chatcmpl-" when no X-Request-Id header sets it (requestid.go).
@@ -147,8 +148,9 @@ type completionRequest struct {
 	Stream        bool            `json:"stream"`
 	StreamOptions *streamOptions  `json:"stream_options"`
 	CacheSalt     *string         `json:"cache_salt"`
-	// Priority is only echoed by the render route (renderEcho).
-	Priority json.RawMessage `json:"priority"`
+	// Priority is only checked, and echoed by the render route
+	// (renderEcho).
+	Priority pyInt `json:"priority"`
 	// KVTransferParams are vLLM's P/D fields (pd.go).
 	KVTransferParams json.RawMessage `json:"kv_transfer_params"`
 	// RequestID is vLLM's extra parameter: the response's id after "cmpl-"

@@ -1,10 +1,8 @@
 package server
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/kvroute/kvroute/internal/modelcard"
@@ -52,7 +50,7 @@ type generateRequest struct {
 	Stream                bool           `json:"stream"`
 	StreamOptions         *streamOptions `json:"stream_options"`
 	CacheSalt             *string        `json:"cache_salt"`
-	Priority              int64          `json:"priority"`
+	Priority              pyInt          `json:"priority"`
 	KVTransferParams      any            `json:"kv_transfer_params"`
 	ECTransferParams      any            `json:"ec_transfer_params"`
 }
@@ -63,29 +61,8 @@ type generateRequest struct {
 // router that sends the rendered request on to the token-in route sends
 // what it finds there.
 type renderEcho struct {
-	priority      json.RawMessage
+	priority      pyInt
 	streamOptions *streamOptions
-}
-
-// priorityValue is the echoed priority: the request's when it is an integer
-// (1.0 and "1" too, as vLLM reads an int), else vLLM's default 0. The
-// engine itself does not schedule by priority.
-func (e renderEcho) priorityValue() int64 {
-	var v int64
-	if json.Unmarshal(e.priority, &v) == nil {
-		return v
-	}
-	var f float64
-	if json.Unmarshal(e.priority, &f) == nil && f == float64(int64(f)) {
-		return int64(f)
-	}
-	var str string
-	if json.Unmarshal(e.priority, &str) == nil {
-		if n, err := strconv.ParseInt(strings.TrimSpace(str), 10, 64); err == nil {
-			return n
-		}
-	}
-	return 0
 }
 
 func (s *Server) generateRequest(id string, tokens []uint32, maxTokens *int, model string, salt *string, stream bool, echo renderEcho) generateRequest {
@@ -99,7 +76,7 @@ func (s *Server) generateRequest(id string, tokens []uint32, maxTokens *int, mod
 	}
 	return generateRequest{
 		RequestID: id, TokenIDs: tokens, Model: s.renderedModel(model), CacheSalt: salt, OutputMode: "tokens", Stream: stream,
-		StreamOptions: opts, Priority: echo.priorityValue(),
+		StreamOptions: opts, Priority: echo.priority,
 		SamplingParams: samplingParams{N: 1, RepetitionPenalty: 1, Temperature: 1, TopP: 1, MaxTokens: mt,
 			Stop: []string{}, StopTokenIDs: []int{}, SkipSpecialTokens: true, SpacesBetweenSpecialToken: true},
 	}
