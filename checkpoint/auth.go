@@ -38,16 +38,35 @@ func snapshotMAC(token, u string, t int64) []byte {
 }
 
 // canonicalURL is the form of an http(s) URL both ends of a bootstrap
-// compute the mac over: the scheme and host in lower case, then the path
-// and query as sent on the request line ("/" for an empty path); a
-// fragment is not sent and not included. A URL that does not parse is
-// used as it is.
+// compute the mac over: the scheme in lower case, the host as canonicalHost
+// has it, then the path and query as sent on the request line ("/" for an
+// empty path); a fragment is not sent and not included. A URL that does
+// not parse is used as it is.
 func canonicalURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return raw
 	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + u.RequestURI()
+	return strings.ToLower(u.Scheme) + "://" + canonicalHost(u.Host) + u.RequestURI()
+}
+
+// canonicalHost is a host[:port] as the Host header carries it: Go's HTTP
+// client leaves out an empty port ("h:" is sent as "h") and an IPv6 zone
+// ("[fe80::1%eth0]" is sent as "[fe80::1]"), so a proof signed over the
+// URL a peer is configured with must not hold them either, or a replica
+// that advertises no URL (and checks the Host it is asked with) refuses
+// it. In lower case, as host names compare.
+func canonicalHost(h string) string {
+	h = strings.ToLower(h)
+	if end := strings.LastIndexByte(h, ']'); strings.HasPrefix(h, "[") && end > 0 {
+		if zone := strings.LastIndexByte(h[:end], '%'); zone > 0 {
+			h = h[:zone] + h[end:]
+		}
+	}
+	if strings.LastIndexByte(h, ':') > strings.LastIndexByte(h, ']') {
+		h = strings.TrimSuffix(h, ":")
+	}
+	return h
 }
 
 // requestPath is the path of the request's target as the client sent it
@@ -71,7 +90,7 @@ func requestedURL(req *http.Request) string {
 	if !strings.HasPrefix(target, "/") { // absolute-form
 		return canonicalURL(target)
 	}
-	return scheme + "://" + strings.ToLower(req.Host) + target
+	return scheme + "://" + canonicalHost(req.Host) + target
 }
 
 // authOutcome is what the handler makes of a request's Authorization.

@@ -84,7 +84,8 @@ type BootstrapConfig struct {
 	// again once that time has passed (at least 1s) when no other peer is
 	// left to ask, if that time falls within Timeout of the bootstrap's
 	// start; else its refusal stands. Peers are tried before the
-	// checkpoint file (a live peer's state is newer).
+	// checkpoint file (a live peer's state is newer). A host is written in
+	// ASCII (an international name in its punycode form).
 	Peers []string `json:"peers"`
 	// Token is the secret the replicas share: proved to peers without
 	// being sent (an HMAC over the time and the URL asked; see
@@ -170,6 +171,9 @@ func (c BootstrapConfig) Validate() error {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("peers: %q is not an http(s) URL", p)
 		}
+		if !asciiHost(u.Host) {
+			return fmt.Errorf("peers: %q: write its host in ASCII (an international name in its punycode form, xn--...), the form the Host header carries", p)
+		}
 	}
 	switch {
 	case !validToken(c.Token):
@@ -190,6 +194,19 @@ func (c BootstrapConfig) Validate() error {
 		return fmt.Errorf("serveMinRate %d is negative", c.ServeMinRate)
 	}
 	return nil
+}
+
+// asciiHost reports whether host is all ASCII. Go's HTTP client sends an
+// international host name in its punycode form, so a proof signed over
+// the name as configured would not match the Host a peer that advertises
+// no URL checks it against.
+func asciiHost(host string) bool {
+	for i := 0; i < len(host); i++ {
+		if host[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }
 
 // validToken reports whether a bearer token travels intact in an

@@ -41,12 +41,14 @@ func TestConfigValidate(t *testing.T) {
 	require.NoError(t, BootstrapConfig{Peers: []string{"https://p:9091/kvroute/snapshot"}}.Validate())
 	for b, want := range map[*BootstrapConfig]string{
 		{Peers: []string{"10.0.0.1:9091"}}: `peers: "10.0.0.1:9091" is not an http(s) URL`,
-		{Timeout: -1}:                      "timeout -1ns is negative",
-		{ProgressTimeout: -1}:              "progressTimeout -1ns is negative",
-		{ServeWriteTimeout: -1}:            "serveWriteTimeout -1ns is negative",
-		{ServeMinRate: -1}:                 "serveMinRate -1 is negative",
-		{MaxClockSkew: -1}:                 "maxClockSkew -1ns is negative",
-		{MaxSectionBytes: -1}:              "maxSectionBytes -1 is negative",
+		{Peers: []string{"http://bücher.example:9091/snap"}}: `peers: "http://bücher.example:9091/snap": write its host in ASCII ` +
+			`(an international name in its punycode form, xn--...), the form the Host header carries`,
+		{Timeout: -1}:           "timeout -1ns is negative",
+		{ProgressTimeout: -1}:   "progressTimeout -1ns is negative",
+		{ServeWriteTimeout: -1}: "serveWriteTimeout -1ns is negative",
+		{ServeMinRate: -1}:      "serveMinRate -1 is negative",
+		{MaxClockSkew: -1}:      "maxClockSkew -1ns is negative",
+		{MaxSectionBytes: -1}:   "maxSectionBytes -1 is negative",
 	} {
 		require.EqualError(t, b.Validate(), want)
 	}
