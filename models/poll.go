@@ -379,11 +379,21 @@ func (p *Poller) fetch(ctx context.Context, base string) ([]modelCard, string) {
 	if len(body) > maxPollBodyBytes {
 		return nil, failDecode
 	}
-	var l modelList
-	if err := json.Unmarshal(body, &l); err != nil || l.Data == nil {
+	cards, ok := decodeModelList(body)
+	if !ok {
 		return nil, failDecode
 	}
-	return l.Data, ""
+	return cards, ""
+}
+
+// decodeModelList reads an engine's /v1/models answer: its cards, or false
+// when it is not a JSON object with a "data" list.
+func decodeModelList(body []byte) ([]modelCard, bool) {
+	var l modelList
+	if err := json.Unmarshal(body, &l); err != nil || l.Data == nil {
+		return nil, false
+	}
+	return l.Data, true
 }
 
 // cleaned is what clean keeps of one answer.
@@ -399,9 +409,11 @@ type cleaned struct {
 // order (vLLM lists its base model first: Endpoint.Models' first name is
 // the model its events default to), and returns how many it left out, the
 // adapters among the names kept (each whose parent is another name kept,
-// mapped to it) and each kept name's card.
+// mapped to it) and each kept name's card. The names are kept until the
+// next good answer, so they hold room for MaxModels at most, however long
+// the answer's list.
 func (p *Poller) clean(cards []modelCard) cleaned {
-	c := cleaned{names: make([]string, 0, len(cards))}
+	c := cleaned{names: make([]string, 0, min(len(cards), p.cfg.MaxModels))}
 	kept := make([]bool, len(cards))
 	for i, mc := range cards {
 		if checkName(mc.ID) != nil || slices.Contains(c.names, mc.ID) || len(c.names) == p.cfg.MaxModels {
