@@ -173,19 +173,30 @@ func (r *Replica) flushSessions(buf []byte) []byte {
 			size += len(recs[n].endpoint) + 16
 			n++
 		}
-		buf = append(buf[:0], sessionMagic, sessionWireVersion)
-		buf = appendStr(buf, r.cfg.ReplicaID)
-		buf = binary.AppendUvarint(buf, uint64(n))
+		buf = appendSessionHeader(buf[:0], r.cfg.ReplicaID, n)
 		for _, rec := range recs[:n] {
-			buf = binary.LittleEndian.AppendUint64(buf, rec.key)
-			buf = appendStr(buf, rec.endpoint)
-			buf = binary.AppendUvarint(buf, uint64(max(0, now.Sub(rec.at).Milliseconds())))
+			buf = appendSessionRecord(buf, rec.key, rec.endpoint, uint64(max(0, now.Sub(rec.at).Milliseconds())))
 		}
 		r.sendSessions(buf, n)
 		clear(recs[:n]) // drop the endpoint references
 		recs = recs[n:]
 	}
 	return buf
+}
+
+// appendSessionHeader starts a session message from sender holding n
+// records.
+func appendSessionHeader(b []byte, sender string, n int) []byte {
+	b = append(b, sessionMagic, sessionWireVersion)
+	b = appendStr(b, sender)
+	return binary.AppendUvarint(b, uint64(n))
+}
+
+// appendSessionRecord appends one record to a session message.
+func appendSessionRecord(b []byte, key uint64, endpoint string, ageMs uint64) []byte {
+	b = binary.LittleEndian.AppendUint64(b, key)
+	b = appendStr(b, endpoint)
+	return binary.AppendUvarint(b, ageMs)
 }
 
 func (r *Replica) sendSessions(msg []byte, n int) {

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,17 +17,13 @@ import (
 // appendSessions encodes a session message as flushSessions does, for
 // tests that write one by hand.
 func appendSessions(b []byte, sender string, recs ...sessionRecord) []byte {
-	b = append(b, sessionMagic, sessionWireVersion)
-	b = appendStr(b, sender)
-	b = binary.AppendUvarint(b, uint64(len(recs)))
+	b = appendSessionHeader(b, sender, len(recs))
 	for _, r := range recs {
-		b = binary.LittleEndian.AppendUint64(b, r.key)
-		b = appendStr(b, r.endpoint)
 		var age uint64 // the tests put the age in at; zero is 0
 		if !r.at.IsZero() {
 			age = uint64(r.at.UnixMilli())
 		}
-		b = binary.AppendUvarint(b, age)
+		b = appendSessionRecord(b, r.key, r.endpoint, age)
 	}
 	return b
 }
@@ -116,22 +111,54 @@ func TestSessionRecordsReachPeers(t *testing.T) {
 }
 
 // FuzzDecodeSessions: the session message decoder never panics and never
-// reports more records than the message can hold.
+// reports more records than the message can hold; checking a message
+// (no callback, as applySessions does first) and decoding it agree, so
+// that nothing of a message refused is applied and all of one accepted
+// is; and an accepted message, written again by the encoder flushSessions
+// uses, decodes to the same sender and records.
 func FuzzDecodeSessions(f *testing.F) {
 	f.Add(appendSessions(nil, "ghost", sessionRecord{key: 1, endpoint: known}))
 	f.Add(appendSessions(nil, "", sessionRecord{key: 1, endpoint: ""}, sessionRecord{key: 2, endpoint: "x"}))
 	f.Add([]byte{sessionMagic, sessionWireVersion, 0, 255, 255, 255, 255, 15})
-	f.Fuzz(func(t *testing.T, msg []byte) {
-		n := 0
-		err := decodeSessions(msg, func(_, ep []byte, _ uint64, age time.Duration) {
-			n++
-			if age > maxSessionAge || len(ep) > maxNameBytes {
-				t.Fatalf("record out of bounds: age %v, endpoint %d bytes", age, len(ep))
-			}
+	type rec struct {
+		sender, endpoint string
+		key              uint64
+		age              time.Duration
+	}
+	decode := func(msg []byte) ([]rec, error) {
+		var got []rec
+		err := decodeSessions(msg, func(sender, ep []byte, key uint64, age time.Duration) {
+			got = append(got, rec{string(sender), string(ep), key, age})
 		})
-		if err == nil && n*10 > len(msg) {
-			t.Fatalf("%d records from %d bytes", n, len(msg))
+		return got, err
+	}
+	f.Fuzz(func(t *testing.T, msg []byte) {
+		got, err := decode(msg)
+		for _, r := range got {
+			if r.age < 0 || r.age > maxSessionAge || len(r.endpoint) > maxNameBytes || len(r.sender) > maxNameBytes {
+				t.Fatalf("record out of bounds: age %v, endpoint %d bytes", r.age, len(r.endpoint))
+			}
 		}
+		if checked := decodeSessions(msg, nil); (checked == nil) != (err == nil) {
+			t.Fatalf("checking says %v, decoding %v", checked, err)
+		}
+		if err != nil {
+			return
+		}
+		if len(got)*10 > len(msg) {
+			t.Fatalf("%d records from %d bytes", len(got), len(msg))
+		}
+		sender := ""
+		if len(got) > 0 {
+			sender = got[0].sender
+		}
+		again := appendSessionHeader(nil, sender, len(got))
+		for _, r := range got {
+			again = appendSessionRecord(again, r.key, r.endpoint, uint64(r.age.Milliseconds()))
+		}
+		back, err := decode(again)
+		require.NoError(t, err, "re-encoded %x", again)
+		require.Equal(t, got, back)
 	})
 }
 
