@@ -64,6 +64,14 @@ func LoadEndpoints(r io.Reader) ([]kvroute.Endpoint, error) {
 	if err := validateEndpoints(eps); err != nil {
 		return nil, err
 	}
+	for i := range eps { // "labels": {} and "models": [] say what their absence says
+		if len(eps[i].Labels) == 0 {
+			eps[i].Labels = nil
+		}
+		if len(eps[i].Models) == 0 {
+			eps[i].Models = nil
+		}
+	}
 	return eps, nil
 }
 
