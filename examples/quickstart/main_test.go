@@ -6,10 +6,12 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +56,49 @@ func startEngine(t *testing.T, host string, eventsPort, replayPort int) *server.
 	return srv
 }
 
+// built is the quickstart binary, built once for every test of the package
+// in a directory TestMain removes.
+var built struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+	out  []byte
+	skip string
+}
+
+// TestMain removes the quickstart binary the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// buildQuickstart builds the quickstart as a user would, the first time a
+// test asks for it, and returns the binary's path.
+func buildQuickstart(t *testing.T) string {
+	t.Helper()
+	built.once.Do(func() {
+		goBin, err := exec.LookPath("go")
+		if err != nil {
+			built.skip = "no go command to build the quickstart with"
+			return
+		}
+		if built.dir, built.err = os.MkdirTemp("", "quickstart"); built.err != nil {
+			return
+		}
+		built.bin = filepath.Join(built.dir, "quickstart")
+		built.out, built.err = exec.Command(goBin, "build", "-o", built.bin, ".").CombinedOutput()
+	})
+	if built.skip != "" {
+		t.Skip(built.skip)
+	}
+	require.NoError(t, built.err, string(built.out))
+	return built.bin
+}
+
 // quickstart is the quickstart binary running in front of two simulated
 // engines on 127.0.0.1 and 127.0.0.2.
 type quickstart struct {
@@ -63,21 +108,14 @@ type quickstart struct {
 	logs   *syncbuf.Buffer
 }
 
-// startQuickstart builds the quickstart as a user would and runs it in
+// startQuickstart runs the quickstart, built as a user would, in
 // front of two simulated engines; the test's cleanup stops all three.
 func startQuickstart(t *testing.T) *quickstart {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the quickstart binary")
 	}
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Skip("no go command to build the quickstart with")
-	}
-	bin := filepath.Join(t.TempDir(), "quickstart")
-	build := exec.Command(goBin, "build", "-o", bin, ".")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildQuickstart(t)
 
 	eventsPort, replayPort := sharedPort(t), sharedPort(t)
 	e1 := startEngine(t, "127.0.0.1", eventsPort, replayPort)
@@ -98,6 +136,18 @@ func startQuickstart(t *testing.T) *quickstart {
 		}
 	})
 	return q
+}
+
+// streamStarted checks that resp streams an answer and reads its first chunk;
+// it returns the rest of the stream.
+func streamStarted(t *testing.T, resp *http.Response) *bufio.Reader {
+	t.Helper()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	stream := bufio.NewReader(resp.Body)
+	line, err := stream.ReadString('\n')
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(line, "data: "), line)
+	return stream
 }
 
 // The README's quickstart, built and run as a user would, in front of two
@@ -160,11 +210,7 @@ func TestQuickstartRoutesALongPromptToTheWarmEngine(t *testing.T) {
 		strings.NewReader(`{"model":"sim-model","prompt":"Hi","max_tokens":300,"stream":true}`))
 	require.NoError(t, err)
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	stream := bufio.NewReader(resp.Body)
-	line, err := stream.ReadString('\n')
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(line, "data: "), line)
+	stream := streamStarted(t, resp)
 	require.NoError(t, cmd.Process.Signal(syscall.SIGINT))
 	rest, err := io.ReadAll(stream)
 	require.NoError(t, err, "the stream was cut: %s", logs.String())
@@ -195,11 +241,7 @@ func TestQuickstartSecondCtrlCStopsAtOnce(t *testing.T) {
 		return err == nil
 	}, wait, 20*time.Millisecond, q.logs.String())
 	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	stream := bufio.NewReader(resp.Body)
-	line, err := stream.ReadString('\n')
-	require.NoError(t, err)
-	require.True(t, strings.HasPrefix(line, "data: "), line)
+	stream := streamStarted(t, resp)
 
 	require.NoError(t, q.cmd.Process.Signal(syscall.SIGINT))
 	// The first Ctrl-C has been taken once the listener is closed.
