@@ -176,7 +176,7 @@ func (ps plugins) apply(c *kvroute.Config, top map[string]any, src source) ([]Fi
 				Note: "without vllm, modelName or udsTokenizerConfig, llm-d estimates token counts without a tokenizer; kvroute renders (render.url, or the routed endpoints themselves) or, with disableRender, routes by load alone"})
 		}
 		if v != nil {
-			vs, err := v.settings(at+".vllm", has(top, "render.url"))
+			vs, err := v.settings(at+".vllm", top)
 			if err != nil {
 				return nil, err
 			}

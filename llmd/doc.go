@@ -79,6 +79,7 @@
 //	  vllm.endpointDiscovery (rendering on the pool's
 //	  endpoints, round robin; never beside vllm.url)        → no render.url: kvroute renders on the routed endpoints
 //	  vllm.endpointDiscovery.attemptTimeout (positive)      → render.attemptTimeout
+//	  (absent: llm-d caps no attempt, kvroute each at 2s: a finding)
 //	  none of vllm, modelName, udsTokenizerConfig           → llm-d's estimate backend: a finding, kvroute renders
 //	inflight-load-producer                                  → kvroute's own in-flight accounting, always on
 //

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/kvroute/kvroute"
+	"github.com/kvroute/kvroute/render"
 )
 
 // translated is what a parameters block translates to: the settings it
@@ -14,12 +15,13 @@ type translated struct {
 }
 
 // settings translates the token producer's vllm block, at path at, onto
-// kvroute's render keys. urlSet says whether the kvroute document sets
-// render.url itself. What llm-d's token producer refuses (url beside
-// endpointDiscovery, an attemptTimeout that is not positive, a load
-// balancer other than round-robin) is an error naming the keys.
-func (v *vllmRender) settings(at string, urlSet bool) (translated, error) {
+// kvroute's render keys; top is the kvroute document, whose own render keys
+// take the place of llm-d's defaults. What llm-d's token producer refuses
+// (url beside endpointDiscovery, an attemptTimeout that is not positive, a
+// load balancer other than round-robin) is an error naming the keys.
+func (v *vllmRender) settings(at string, top map[string]any) (translated, error) {
 	var out translated
+	urlSet := has(top, "render.url")
 	add := func(from, to string, set func(c *kvroute.Config)) {
 		out.sets = append(out.sets, setting{at + "." + from, to, set})
 	}
@@ -41,6 +43,9 @@ func (v *vllmRender) settings(at string, urlSet bool) (translated, error) {
 				return out, invalid(fmt.Errorf("%s.endpointDiscovery.attemptTimeout %v is not a positive duration, which llm-d refuses too", at, *t))
 			}
 			add("endpointDiscovery.attemptTimeout", "render.attemptTimeout", func(c *kvroute.Config) { c.Render.AttemptTimeout = new(*t) })
+		} else if !has(top, "render.attemptTimeout") {
+			out.findings = append(out.findings, Finding{Path: at + ".endpointDiscovery.attemptTimeout", Kind: Different,
+				Note: fmt.Sprintf("absent, llm-d caps no render attempt (the first may take the whole timeout or mmTimeout budget); kvroute caps each at %v unless render.attemptTimeout says otherwise (0: no cap)", render.DefaultAttemptTimeout)})
 		}
 		if lb := d.LoadBalancer; lb != nil && lb.Type != "" && lb.Type != "round-robin" {
 			return out, invalid(fmt.Errorf("%s.endpointDiscovery.loadBalancer.type %q: llm-d's token producer has the round-robin load balancer only, which is kvroute's render rotation", at, lb.Type))

@@ -36,14 +36,23 @@ func TestPickerConfigTokenProducerGuideRenderKeys(t *testing.T) {
 	require.Equal(t, 4*time.Second, cfg.Render.Timeout)
 
 	// An empty endpointDiscovery (or attemptTimeout "") keeps kvroute's
-	// per-attempt cap; auto modes are the default.
+	// per-attempt cap, where llm-d caps no attempt: a finding; auto modes
+	// are the default.
+	noCap := want{"plugins[token-producer].parameters.vllm.endpointDiscovery.attemptTimeout", llmd.Different}
 	cfg, findings = loadBoth(t, epc(`[{type: token-producer, parameters: {modelName: m,
 		vllm: {endpointDiscovery: {attemptTimeout: ""}, messagesRenderMode: auto, responsesRenderMode: ""}}}`+routing, ""))
-	requireFindings(t, findings, crowding)
+	requireFindings(t, findings, noCap, crowding)
 	require.Equal(t, kvroute.DefaultConfig().Render, cfg.Render)
+	_, findings = loadBoth(t, epc(`[{type: token-producer, parameters: {modelName: m, vllm: {endpointDiscovery: {}}}}`+routing, ""))
+	requireFindings(t, findings, noCap, crowding)
+	// A kvroute configuration's own render.attemptTimeout settles it.
+	cfg, findings, err := llmd.Load(strings.NewReader(`{"render":{"attemptTimeout":"0s"},"token-producer":{"vllm":{"endpointDiscovery":{}}}}`), llmd.Options{Strict: true})
+	require.NoError(t, err)
+	require.Empty(t, findings)
+	require.Zero(t, *cfg.Render.AttemptTimeout)
 
 	// In a kvroute configuration too.
-	cfg, err := llmd.Translate(strings.NewReader(`{"token-producer":{"vllm":{"endpointDiscovery":{"attemptTimeout":"1s"},"messagesRenderMode":"native"}}}`))
+	cfg, err = llmd.Translate(strings.NewReader(`{"token-producer":{"vllm":{"endpointDiscovery":{"attemptTimeout":"1s"},"messagesRenderMode":"native"}}}`))
 	require.NoError(t, err)
 	require.Equal(t, time.Second, *cfg.Render.AttemptTimeout)
 	require.Equal(t, render.ModeNative, cfg.Render.MessagesRenderMode)
@@ -66,7 +75,7 @@ func TestPickerConfigTokenProducerRenderKeysKvrouteLacks(t *testing.T) {
 	requireFindings(t, findings, want{p + "endpointDiscovery.discoverModelLimits", llmd.NoEquivalent},
 		want{p + "endpointDiscovery.minModelLen", llmd.NoEquivalent},
 		want{p + "endpointDiscovery.contextLimitLabel", llmd.NoEquivalent},
-		want{p + "endpointDiscovery.portRules", llmd.NoEquivalent}, crowding)
+		want{p + "endpointDiscovery.portRules", llmd.NoEquivalent}, want{p + "endpointDiscovery.attemptTimeout", llmd.Different}, crowding)
 
 	for params, msg := range map[string]string{
 		`{modelName: m, vllm: {url: "http://r:8000", endpointDiscovery: {}}}`:       p + "url and " + p + "endpointDiscovery: only one of them",
