@@ -10,15 +10,16 @@ import (
 	"github.com/kvroute/kvroute/internal/leakcheck"
 )
 
-// The picker's own answers to a request on Anthropic's /v1/messages are in
-// Anthropic's error shape, as vLLM's and llm-d's picker answer it (an
-// Anthropic client reads error.type from it); every other path gets vLLM's
-// OpenAI shape.
+// The picker's own answers to a request on Anthropic's /v1/messages (and
+// its /v1/messages/count_tokens, which Claude Code calls) are in
+// Anthropic's error shape, as vLLM answers them (an Anthropic client
+// reads error.type from it; llm-d's picker answers in plain text); every
+// other path gets vLLM's OpenAI shape.
 func TestProcessErrorShapeFollowsTheAPI(t *testing.T) {
 	defer leakcheck.Check(t)()
 	h := newHarness(t, Config{}) // no endpoint: every request is 503
 	defer h.close()
-	for _, path := range []string{"/v1/messages", "/v1/messages/", "/v1/%6Dessages", "/v1/chat/completions"} {
+	for _, path := range []string{"/v1/messages", "/v1/messages/", "/v1/%6Dessages", "/v1/messages/count_tokens", "/v1/chat/completions"} {
 		st, err := h.client.Process(ctxT(t))
 		require.NoError(t, err)
 		require.NoError(t, st.Send(envoyHeaders(path, false, nil)))

@@ -82,9 +82,10 @@
 //     body) when no endpoint serves the body's model, 409 when a request
 //     with the same x-request-id is in flight and 400 when the
 //     x-request-id is longer than tokenload.MaxRequestIDBytes, each body
-//     in the error shape of the request's API (Anthropic's on /v1/messages,
-//     vLLM's OpenAI one elsewhere), as the engine answers. An inference body
-//     is read as vLLM reads its bytes, with Python's json.loads: one that
+//     in the error shape of the request's API (Anthropic's on /v1/messages
+//     and /v1/messages/count_tokens, vLLM's OpenAI one elsewhere), as
+//     the engine answers. An inference body is read as vLLM reads its
+//     bytes, with Python's json.loads: one that
 //     starts with a UTF-8 byte order mark is routed, and sent on, without
 //     it (json.loads decodes it as UTF-8-sig), and a UTF-16 or UTF-32 one,
 //     with or without a mark, as the UTF-8 JSON it encodes (json.loads

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/kvroute/kvroute/internal/apierror"
+	"github.com/kvroute/kvroute/render"
 )
 
 // subsetHint reads the candidate list Envoy may send in the filter metadata:
@@ -133,6 +134,19 @@ func streamedBody(body []byte, eos bool) *extprocv3.BodyMutation {
 	return &extprocv3.BodyMutation{Mutation: &extprocv3.BodyMutation_StreamedResponse{
 		StreamedResponse: &extprocv3.StreamedBodyResponse{Body: body, EndOfStream: eos},
 	}}
+}
+
+// countTokensPath is vLLM's Anthropic token count, which Anthropic clients
+// (Claude Code among them) call beside /v1/messages.
+const countTokensPath = "/v1/messages/count_tokens"
+
+// anthropicPath reports whether path, as Envoy gives it, is one of
+// Anthropic's API on vLLM (Messages or its token count), whose errors are in
+// Anthropic's shape.
+func anthropicPath(path string) bool {
+	path = decodedPath(path)
+	api, _ := render.APIForPath(path)
+	return api == render.APIMessages || strings.TrimRight(path, "/") == countTokensPath
 }
 
 // immediateResponse is a local reply in the error shape of the request's

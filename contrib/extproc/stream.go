@@ -18,7 +18,6 @@ import (
 
 	"github.com/kvroute/kvroute"
 	"github.com/kvroute/kvroute/internal/usage"
-	"github.com/kvroute/kvroute/render"
 )
 
 // streamState is one ext_proc stream: one HTTP request and its response.
@@ -263,8 +262,7 @@ func (st *streamState) send(resp *extprocv3.ProcessingResponse) error {
 // immediate answers the client directly (Envoy sends the response without
 // contacting an upstream) and ends the stream.
 func (st *streamState) immediate(code int, msg string, extra ...*corev3.HeaderValueOption) error {
-	api, _ := render.APIForPath(decodedPath(st.path))
-	if err := st.stream.Send(immediateResponse(api == render.APIMessages, code, msg, extra...)); err != nil && st.stream.Context().Err() == nil {
+	if err := st.stream.Send(immediateResponse(anthropicPath(st.path), code, msg, extra...)); err != nil && st.stream.Context().Err() == nil {
 		return err
 	}
 	return errStop
