@@ -106,7 +106,7 @@ func addLLMDServerFlags(fs *flag.FlagSet, f *flags) {
 			})
 		case "fairness-id-metric-label-limit":
 			fs.Func(name, "accepted and ignored, an integer of at least 0, as llm-d checks it: "+why, func(s string) error {
-				n, err := strconv.Atoi(s)
+				n, err := strconv.ParseInt(s, 0, 64) // as pflag reads an int: 0x10 and 1_000 too
 				if err == nil && n < 0 {
 					err = fmt.Errorf("%d is negative", n)
 				}

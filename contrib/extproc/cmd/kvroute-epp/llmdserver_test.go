@@ -229,6 +229,11 @@ func TestLLMDIgnoredFlags(t *testing.T) {
 		"--emit-endpoint-scores=false", "--refresh-metrics-interval", "100ms", "--refresh-prometheus-metrics-interval", "5s",
 		"--metrics-staleness-threshold", "2s", "--enable-grpc-stream-metrics", "--allow-experimental-plugins",
 		"--plugin-state-staleness-threshold", "10m", "--fairness-id-metric-label-limit=0"}
+	// llm-d's flag library reads an int in Go's literal syntax.
+	for _, n := range []string{"0x10", "1_000", "0"} {
+		_, err := parseFlags([]string{"--pool-name", "p", "--fairness-id-metric-label-limit", n}, io.Discard)
+		require.NoError(t, err, n)
+	}
 	f, err := parseFlags(append([]string{"--pool-name", "p"}, args...), io.Discard)
 	require.NoError(t, err)
 	require.Len(t, f.llmdServer.ignored, len(llmdIgnoredFlags))
