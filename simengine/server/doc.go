@@ -27,8 +27,9 @@
 // published in the BlockStored events' extra keys), and a content_parts media part (image_url,
 // audio_url, video_url) is answered 400 "This model does not support
 // multi-modal inputs", as vLLM answers it for a text-only model. Its
-// output_mode is "tokens" (token IDs only, the default) or "text" (each
-// choice's text too), named in the answer; any other is answered 400.
+// output_mode is "tokens" (token IDs only, the default, the mode vLLM's
+// answers name) or "text" (each choice's text too, as vLLM's RFC #56851
+// proposes), named in the answer; any other is answered 400.
 //
 // Render and generation share one tokenization path, so /render returns
 // exactly the tokens the engine hashes into its prefix cache. With an active

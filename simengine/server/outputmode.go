@@ -2,22 +2,24 @@ package server
 
 import "encoding/json"
 
-// Output modes of vLLM's GenerateRequest (output_mode): "tokens", the
-// default, answers the generated token IDs only; "text" also answers their
-// detokenized text, in each choice's "text" (the whole text, or a stream
-// chunk's delta). Both answers name their mode in "output_mode".
+// Output modes of a GenerateRequest (output_mode): "tokens", the default
+// and the mode vLLM's answers name, answers the generated token IDs only;
+// "text" also answers their detokenized text, in each choice's "text" (the
+// whole text, or a stream chunk's delta), as vLLM's RFC #56851 (request
+// level text output on /inference/v1/generate, open when this was
+// written) proposes. Both answers name their mode in "output_mode".
 const (
 	outputTokens = "tokens"
 	outputText   = "text"
 )
 
 // outputMode reads a GenerateRequest's output_mode, raw being its JSON
-// value (nil when absent), as vLLM's request model reads it: "tokens" or
-// "text", nothing else (null included, the field not being optional); and
-// "text" only while sampling_params.detokenize (detokenize, nil when
-// absent: true) is true. vLLM answers the others 400; so does the
-// simulated engine, rather than answering token IDs in a mode the client
-// did not ask for.
+// value (nil when absent): "tokens" or "text", nothing else (null
+// included, the field not being optional); and "text" only while
+// sampling_params.detokenize (detokenize, nil when absent: true) is true,
+// the rules the RFC above proposes. The simulated engine answers the
+// others 400 rather than answering token IDs in a mode the client did not
+// ask for.
 func outputMode(raw json.RawMessage, detokenize *bool) (string, *apiError) {
 	if raw == nil {
 		return outputTokens, nil
