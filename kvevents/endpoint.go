@@ -102,8 +102,10 @@ type Endpoint struct {
 	EventsAddress string `json:"eventsAddress,omitempty"`
 	// ReplayAddress is the engine's replay ROUTER socket. When empty it is
 	// tcp://<ID host>:<PoolConfig.ReplayPort + Rank> if PoolConfig.Replay is
-	// enabled, and the endpoint has no replay otherwise (gaps are then
-	// counted and logged, not repaired).
+	// enabled and Engine is vLLM's or TensorRT-LLM's (an "sglang" endpoint
+	// replays only from an explicit address, a "noreplay" one never), and
+	// the endpoint has no replay otherwise (gaps are then counted and
+	// logged, not repaired).
 	ReplayAddress string `json:"replayAddress,omitempty"`
 	// SnapshotAddress is the engine's snapshot ROUTER socket (vLLM's
 	// kv-events-config snapshot_endpoint). When empty it is

@@ -116,7 +116,9 @@ type PoolConfig struct {
 	// 5556).
 	EventsPort int `json:"eventsPort"`
 	// Replay enables replay for endpoints without a ReplayAddress, on
-	// ReplayPort.
+	// ReplayPort, when their engine kind is vLLM's or TensorRT-LLM's: an
+	// "sglang" endpoint replays only from an explicit ReplayAddress (SGLang
+	// opens its replay socket only when configured), a "noreplay" one never.
 	Replay bool `json:"replay"`
 	// ReplayPort is the default port of an endpoint's replay socket
 	// (default 5559).
