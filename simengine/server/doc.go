@@ -125,8 +125,9 @@
 // with stream_options set but stream not is answered 400, param
 // "stream_options", as vLLM's request models answer it.
 // Their priority is read as vLLM reads an int (an integer, an integral
-// number, a boolean or a decimal string) and refused 400 otherwise; the
-// engine does not schedule by it, and the render routes echo it.
+// number, a boolean or a decimal string, of at most 4300 digits as Python
+// converts) and refused 400 otherwise; the engine does not schedule by
+// it, and the render routes echo it.
 //
 // Request ids follow vLLM's (requestid.go): a request's X-Request-Id
 // header sets its response's id after the route's prefix ("cmpl-",

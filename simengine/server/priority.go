@@ -22,6 +22,15 @@ type pyInt struct{ text string }
 // errNotInt is the refusal of a priority vLLM does not read as an int.
 var errNotInt = errors.New("priority: Input should be a valid integer")
 
+// maxIntDigits is Python's default int_max_str_digits: json.loads refuses
+// an integer literal with more digits, and pydantic an integer string, so
+// vLLM answers such a priority 400. Reading one costs time quadratic in
+// its digits, which a body of MaxBodyBytes could make minutes.
+const maxIntDigits = 4300
+
+// errIntTooLong is the refusal of a priority past maxIntDigits.
+var errIntTooLong = errors.New("priority: exceeds the limit (4300 digits) for integer string conversion")
+
 // UnmarshalJSON reads b as pyInt describes.
 func (p *pyInt) UnmarshalJSON(b []byte) error {
 	s := string(b)
@@ -51,7 +60,8 @@ func (p *pyInt) UnmarshalJSON(b []byte) error {
 }
 
 // setDecimal sets p to the decimal integer s: optionally signed digits,
-// optionally followed by a point and zeros.
+// optionally followed by a point and zeros, at most maxIntDigits of them
+// past leading zeros.
 func (p *pyInt) setDecimal(s string) error {
 	if i := strings.IndexByte(s, '.'); i >= 0 && strings.Trim(s[i+1:], "0") == "" {
 		s = s[:i]
@@ -60,8 +70,12 @@ func (p *pyInt) setDecimal(s string) error {
 	if len(s)-len(digits) > 1 || digits == "" || strings.Trim(digits, "0123456789") != "" {
 		return errNotInt
 	}
+	sign := s[:len(s)-len(digits)]
+	if digits = strings.TrimLeft(digits, "0"); len(digits) > maxIntDigits {
+		return errIntTooLong
+	}
 	var n big.Int
-	if _, ok := n.SetString(s, 10); !ok {
+	if _, ok := n.SetString(sign+"0"+digits, 10); !ok {
 		return errNotInt
 	}
 	p.text = n.String()

@@ -51,11 +51,21 @@ func TestPriorityAsVLLMReadsAnInt(t *testing.T) {
 			require.Equal(t, echo, string(g.Priority), "%s %s", r.path, body)
 		}
 	}
-	for _, in := range []string{`null`, `1.5`, `1e400`, `"abc"`, `""`, `"1.5"`, `"1_0"`, `"+-1"`, `[1]`, `{}`} {
+	limit := strings.Repeat("9", maxIntDigits)
+	for in, echo := range map[string]string{limit: limit, "-" + limit: "-" + limit, `"00` + limit + `"`: limit} {
+		code, got := post(t, base+"/v1/completions/render", json.RawMessage("{"+completion+`,"priority":`+in+"}"))
+		require.Equal(t, http.StatusOK, code, string(got))
+		require.Equal(t, echo, string(decode[[]struct {
+			Priority json.RawMessage `json:"priority"`
+		}](t, got)[0].Priority))
+	}
+	// Python's json.loads and pydantic refuse an integer past 4300 digits.
+	past, long := "1"+limit, `"`+strings.Repeat("7", 1<<20)+`"`
+	for _, in := range []string{`null`, `1.5`, `1e400`, `"abc"`, `""`, `"1.5"`, `"1_0"`, `"+-1"`, `[1]`, `{}`, past, "-" + past, `"` + past + `"`, long} {
 		for _, r := range routes {
 			body := "{" + r.head + `,"priority":` + in + "}"
 			code, got := post(t, base+r.path, json.RawMessage(body))
-			require.Equal(t, http.StatusBadRequest, code, "%s %s: %s", r.path, body, got)
+			require.Equal(t, http.StatusBadRequest, code, "%s %.80s: %s", r.path, body, got)
 			var e errorBody
 			require.NoError(t, json.Unmarshal(got, &e), string(got))
 			require.Equal(t, "BadRequestError", e.Error.Type)
