@@ -342,13 +342,16 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 // its body arrives (the rest grows with the bytes read).
 const initialResponseBuffer = 64 << 10
 
-// attempt makes one HTTP attempt against t, capped by AttemptTimeout, and
-// decodes the answer into res.
+// attempt makes one HTTP attempt against t, capped by AttemptTimeout when
+// another endpoint could take a retry (the cap only leaves time for one: a
+// render with a fixed URL, or the only endpoint serving its model, has the
+// whole budget, as llm-d's token producer gives a fixed URL), and decodes
+// the answer into res.
 // ex is the exchange the attempt runs in (nil: the caller waits for it):
 // its answer is decoded into res only when the exchange claims it.
 func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result, ex *exchange) *Error {
 	actx := ctx
-	if *c.cfg.AttemptTimeout > 0 {
+	if *c.cfg.AttemptTimeout > 0 && c.picker.hasOther(t, body.model, r) {
 		var cancel context.CancelFunc
 		actx, cancel = context.WithTimeout(ctx, *c.cfg.AttemptTimeout)
 		defer cancel()

@@ -119,9 +119,12 @@ type Config struct {
 	// max(Timeout, MMTimeout). Default 30 s; zero means the default.
 	MMTimeout time.Duration `json:"mmTimeout"`
 	// AttemptTimeout caps each attempt at min(AttemptTimeout, remaining
-	// budget). Default 2 s (DefaultAttemptTimeout); nil means the default. 0
-	// means no cap, so a hung first attempt can use the whole budget and
-	// leave nothing for the retry.
+	// budget), when another endpoint could take a retry: a render with a
+	// fixed URL, or to the only endpoint serving its model, is one attempt
+	// with the whole budget (the cap would only shorten it). Default 2 s
+	// (DefaultAttemptTimeout); nil means the default. 0 means no cap, so a
+	// hung first attempt can use the whole budget and leave nothing for the
+	// retry.
 	AttemptTimeout *time.Duration `json:"attemptTimeout"`
 	// MaxResponseBytes caps the size of a render response body; a larger
 	// body is a decode error. Default 64 MiB; zero means the default.

@@ -231,6 +231,26 @@ func (p *picker) lookup(id string) *target {
 	return ts[i]
 }
 
+// hasOther reports whether a target other than not's URL serves model with
+// route r not passed over: whether a failed attempt on not could be retried
+// elsewhere (what pickExcluding would find), without moving the cursor.
+func (p *picker) hasOther(not *target, model string, r route) bool {
+	if p.fixed != nil {
+		return false
+	}
+	s := p.snap.Load()
+	if s == nil {
+		return false
+	}
+	now := p.nowNanos()
+	for _, t := range *s {
+		if t.base != not.base && t.serves(model) && !t.st.benched(r, now) {
+			return true
+		}
+	}
+	return false
+}
+
 // pickExcluding returns the next target whose URL differs from not's and
 // whose route r is not passed over, or nil when there is none (a fixed URL,
 // or a snapshot without another such URL). Every target looked at advances

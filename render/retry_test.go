@@ -464,3 +464,35 @@ func TestRenderNotEnabledProbeIsNeitherRetriedNorBenched(t *testing.T) {
 	require.Equal(t, ModeLegacy, m)
 	require.Zero(t, testutil.ToFloat64(c.metrics.notEnabled))
 }
+
+// The attempt cap only leaves time for a retry on another endpoint: a
+// render with a fixed URL, or to the only endpoint serving its model, is
+// one attempt with the whole budget, so a renderer slower than the cap
+// still answers (llm-d's token producer gives a fixed URL its whole
+// budget too). With another endpoint to retry on, the cap applies.
+func TestAttemptTimeoutOnlyWhenARetryCanFollow(t *testing.T) {
+	const attempt = 20 * time.Millisecond
+	slow := func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(3 * attempt) // a renderer slower than the cap, not a synchronisation
+		vllmRender(w, r)
+	}
+	one := newFakeVLLM(t, "a")
+	one.on("/v1/chat/completions/render", slow)
+
+	fixed := newTestClient(t, func(c *Config) { c.URL = one.URL; c.AttemptTimeout = new(attempt) })
+	res, err := fixed.Render(context.Background(), chat("x"))
+	require.NoError(t, err, "a fixed URL has the whole budget")
+	require.NotEmpty(t, res.Prompts)
+
+	alone := newTestClient(t, func(c *Config) { c.AttemptTimeout = new(attempt) }, one)
+	_, err = alone.Render(context.Background(), chat("x"))
+	require.NoError(t, err, "the only endpoint has the whole budget")
+
+	other := newFakeVLLM(t, "b")
+	other.on("/v1/chat/completions/render", slow)
+	two := newTestClient(t, func(c *Config) { c.AttemptTimeout = new(attempt); c.Hedge = new(false) }, one, other)
+	_, err = two.Render(context.Background(), chat("x"))
+	e := asError(t, err)
+	require.Equal(t, ReasonTimeout, e.Reason, "with another endpoint each attempt is capped")
+	require.Equal(t, 2, e.Attempts)
+}
