@@ -156,19 +156,7 @@ func TestGenerateContentPartsAsATextOnlyVLLM(t *testing.T) {
 		if c.features != "" {
 			body += `,"features":` + c.features
 		}
-		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body+"}"))
-		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, c.status, resp.StatusCode, "%s: %s", body, got)
-		if c.status != http.StatusOK {
-			var e errorBody
-			require.NoError(t, json.Unmarshal(got, &e), string(got))
-			require.Equal(t, "BadRequestError", e.Error.Type)
-			require.Equal(t, http.StatusBadRequest, e.Error.Code)
-			require.Contains(t, e.Error.Message, c.msg)
-		}
+		requireGenerateAnswer(t, base, body+"}", c.status, c.msg)
 	}
 }
 
@@ -355,27 +343,16 @@ func TestGenerateMetadataOnlyItemsAsVLLM(t *testing.T) {
 		if c.ec != "" {
 			body += `,"ec_transfer_params":` + c.ec
 		}
-		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body+"}"))
-		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, c.status, resp.StatusCode, "%s: %s", body, got)
-		if c.status != http.StatusOK {
-			var e errorBody
-			require.NoError(t, json.Unmarshal(got, &e), string(got))
-			require.Equal(t, "BadRequestError", e.Error.Type)
-			require.Contains(t, e.Error.Message, c.msg)
-		}
+		requireGenerateAnswer(t, base, body+"}", c.status, c.msg)
 	}
 }
 
-// TestGenerateOutputModesAsVLLM: vLLM's GenerateRequest takes output_mode
-// "tokens" (the default) or "text", which adds each choice's detokenized
-// text to its token IDs, whole or as each stream chunk's delta; both
-// answers name their mode. Any other value, null included, and "text"
-// with sampling_params.detokenize false, are answered 400 BadRequestError,
-// as vLLM answers them.
+// TestGenerateOutputModesAsVLLM: the token-in route takes output_mode
+// "tokens" (the default, the mode vLLM's answers name) or "text" (vLLM's
+// RFC #56851), which adds each choice's detokenized text to its token IDs,
+// whole or as each stream chunk's delta; both answers name their mode. Any
+// other value, null included, and "text" with sampling_params.detokenize
+// false, are answered 400 BadRequestError.
 func TestGenerateOutputModesAsVLLM(t *testing.T) {
 	_, base := startServer(t, Config{EnableScaleOut: true})
 	prompt := []uint32{5, 6, 7, 8, 9}
@@ -434,16 +411,7 @@ func TestGenerateOutputModesAsVLLM(t *testing.T) {
 		if !strings.Contains(c.body, "sampling_params") {
 			body += `,"sampling_params":{}`
 		}
-		resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body+"}"))
-		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.NoError(t, err)
-		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s: %s", body, got)
-		var e errorBody
-		require.NoError(t, json.Unmarshal(got, &e), string(got))
-		require.Equal(t, "BadRequestError", e.Error.Type)
-		require.Contains(t, e.Error.Message, c.msg)
+		requireGenerateAnswer(t, base, body+"}", http.StatusBadRequest, c.msg)
 	}
 }
 
@@ -483,4 +451,25 @@ func TestGenerateDecoderKVFeaturesAsVLLM(t *testing.T) {
 			require.Contains(t, e.Error.Message, c.msg)
 		}
 	}
+}
+
+// requireGenerateAnswer posts body, raw JSON, to the token-in route and
+// checks the answer's status; an answer other than 200 must be vLLM's 400
+// BadRequestError whose message contains msg.
+func requireGenerateAnswer(t *testing.T, base, body string, status int, msg string) {
+	t.Helper()
+	resp, err := testClient.Post(base+GeneratePath, "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, status, resp.StatusCode, "%s: %s", body, got)
+	if status == http.StatusOK {
+		return
+	}
+	var e errorBody
+	require.NoError(t, json.Unmarshal(got, &e), string(got))
+	require.Equal(t, "BadRequestError", e.Error.Type)
+	require.Equal(t, http.StatusBadRequest, e.Error.Code)
+	require.Contains(t, e.Error.Message, msg)
 }
