@@ -343,10 +343,11 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 const initialResponseBuffer = 64 << 10
 
 // attempt makes one HTTP attempt against t, capped by AttemptTimeout when
-// another endpoint could take a retry (the cap only leaves time for one: a
-// render with a fixed URL, or the only endpoint serving its model, has the
-// whole budget, as llm-d's token producer gives a fixed URL), and decodes
-// the answer into res.
+// an endpoint other than t serves the render (the cap leaves time for a
+// retry there; the retry itself is capped too, as llm-d caps each attempt:
+// a render with a fixed URL, or to the only endpoint serving its model, has
+// the whole budget, llm-d's token producer having no cap beside a fixed
+// URL), and decodes the answer into res.
 // ex is the exchange the attempt runs in (nil: the caller waits for it):
 // its answer is decoded into res only when the exchange claims it.
 func (c *Client) attempt(ctx context.Context, t *target, r route, body *wireBody, auth string, res *Result, ex *exchange) *Error {

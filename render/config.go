@@ -119,9 +119,10 @@ type Config struct {
 	// max(Timeout, MMTimeout). Default 30 s; zero means the default.
 	MMTimeout time.Duration `json:"mmTimeout"`
 	// AttemptTimeout caps each attempt at min(AttemptTimeout, remaining
-	// budget), when another endpoint could take a retry: a render with a
-	// fixed URL, or to the only endpoint serving its model, is one attempt
-	// with the whole budget (the cap would only shorten it). Default 2 s
+	// budget), in a render another endpoint could retry (both its attempts,
+	// as llm-d caps each): a render with a fixed URL, or to the only
+	// endpoint serving its model, is one attempt with the whole budget (the
+	// cap would only shorten it). Default 2 s
 	// (DefaultAttemptTimeout); nil means the default. 0 means no cap, so a
 	// hung first attempt can use the whole budget and leave nothing for the
 	// retry.

@@ -25,9 +25,9 @@
 //   - Budgets: Timeout (5 s) for completions and max(Timeout, MMTimeout) (30 s)
 //     for chat, Messages and Responses cover both attempts; AttemptTimeout
 //     (2 s; 0 turns it off) caps each attempt so that a hung first attempt
-//     leaves time for the retry, when another endpoint could take one (a
-//     fixed URL, or the only endpoint serving the model, has the whole
-//     budget). An earlier caller deadline wins. A zero
+//     leaves time for the retry, in a render another endpoint could retry
+//     (a fixed URL, or the only endpoint serving the model, has one
+//     attempt with the whole budget). An earlier caller deadline wins. A zero
 //     Config means all these defaults (DefaultConfig shows them).
 //   - Pressure: a renderer tokenizes on about one core, so past its
 //     capacity every render waits in its queue, and with the budget above a
