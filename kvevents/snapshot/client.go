@@ -201,17 +201,14 @@ func (c *Client) attempt(ctx context.Context, addr string) (Reply, *Error) {
 	}, c.opts.Log())
 	defer func() { _ = zmqx.CloseDrain(s) }()
 	if err := zmqx.Dial(s, addr); err != nil {
-		return fail(OpConnect, err)
+		return fail(OpConnect, withCause(actx, err))
 	}
 	if err := s.Send(zmq4.NewMsgFrom(RequestFrames()...)); err != nil {
-		return fail(OpSend, err)
+		return fail(OpSend, withCause(actx, err))
 	}
 	m, _, err := zmqx.Recv(s)
 	if err != nil {
-		if cerr := context.Cause(actx); cerr != nil {
-			err = fmt.Errorf("%w (%v)", err, cerr)
-		}
-		return fail(OpReceive, err)
+		return fail(OpReceive, withCause(actx, err))
 	}
 	r, err := ParseReply(m.Frames)
 	if err != nil {
@@ -221,4 +218,16 @@ func (c *Client) attempt(ctx context.Context, addr string) (Reply, *Error) {
 		return fail(OpUnavailable, ErrUnavailable)
 	}
 	return r, nil
+}
+
+// withCause adds to an attempt's socket error why its context ended, when
+// it did (the attempt's deadline, the load's Timeout on the client's clock,
+// the caller): ending the context closes the socket, whose own error
+// ("use of closed network connection") would otherwise hide that the
+// attempt was stopped, from errors.Is as from the log.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil {
+		return fmt.Errorf("%w (%w)", err, cause)
+	}
+	return err
 }

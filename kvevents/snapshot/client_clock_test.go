@@ -50,3 +50,17 @@ func TestFetchTimeoutOnTheClientClock(t *testing.T) {
 	require.Zero(t, clk.Waiters(), "the load's timers are released")
 	require.NoError(t, s.Close())
 }
+
+// An attempt whose context ended (its deadline, the load's Timeout, the
+// caller) reports why beside the closed socket's own error, so that a load
+// stopped by its Timeout mid-connect reads as context.DeadlineExceeded.
+func TestAttemptErrorNamesWhyItsContextEnded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 0)
+	defer cancel()
+	<-ctx.Done()
+	sock := errors.New("use of closed network connection")
+	err := withCause(ctx, sock)
+	require.ErrorIs(t, err, sock)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.Equal(t, sock, withCause(context.Background(), sock), "a live context adds nothing")
+}
