@@ -13,21 +13,21 @@ import (
 func Body(anthropic bool, status int, msg, param string) []byte {
 	var v any
 	if anthropic {
-		v = map[string]any{"type": "error", "error": map[string]any{"type": AnthropicType(status), "message": msg}}
+		v = map[string]any{"type": "error", "error": map[string]any{"type": anthropicType(status), "message": msg}}
 	} else {
 		var p any
 		if param != "" {
 			p = param
 		}
-		v = map[string]any{"error": map[string]any{"message": msg, "type": OpenAIType(status), "param": p, "code": status}}
+		v = map[string]any{"error": map[string]any{"message": msg, "type": openAIType(status), "param": p, "code": status}}
 	}
 	var buf bytes.Buffer
 	_ = json.NewEncoder(&buf).Encode(v) // maps of strings and ints always encode
 	return buf.Bytes()
 }
 
-// OpenAIType is the error type vLLM's OpenAI server names for status.
-func OpenAIType(status int) string {
+// openAIType is the error type vLLM's OpenAI server names for status.
+func openAIType(status int) string {
 	switch status {
 	case http.StatusNotFound:
 		return "NotFoundError"
@@ -43,8 +43,8 @@ func OpenAIType(status int) string {
 	}
 }
 
-// AnthropicType is the error type Anthropic's API names for status.
-func AnthropicType(status int) string {
+// anthropicType is the error type Anthropic's API names for status.
+func anthropicType(status int) string {
 	switch status {
 	case http.StatusNotFound:
 		return "not_found_error"
