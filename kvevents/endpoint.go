@@ -166,8 +166,8 @@ func (ep Endpoint) resolve(cfg *PoolConfig) (Endpoint, error) {
 		return ep, fmt.Errorf("kvevents: endpoint %s: events address%s: %w", ep.ID, from, err)
 	}
 	from = ""
-	if ep.ReplayAddress == "" && cfg.Replay && ep.Engine.vllmSockets() {
-		ep.ReplayAddress, from = derivedAddress(host, cfg.ReplayPort, ep.Rank)
+	if ep.ReplayAddress == "" {
+		ep.ReplayAddress, from = ep.derivedReplay(cfg, host)
 	}
 	if ep.ReplayAddress != "" {
 		if _, err := zmqx.Endpoint(ep.ReplayAddress); err != nil {
@@ -191,6 +191,18 @@ func (ep Endpoint) sameStream(o Endpoint) bool {
 	return ep.ID == o.ID && ep.Model == o.Model && slices.Equal(ep.Models, o.Models) && ep.EventsAddress == o.EventsAddress &&
 		ep.ReplayAddress == o.ReplayAddress && ep.Engine == o.Engine && ep.BlockSize == o.BlockSize &&
 		ep.SnapshotAddress == o.SnapshotAddress
+}
+
+// derivedReplay is the replay address PoolConfig.Replay gives ep, on host,
+// when it names none (with derivedAddress's words): port ReplayPort + Rank
+// for the engine kinds whose replay socket sits there by vLLM's layout;
+// none ("") without Replay or for another kind (an SGLang engine replays
+// only from an address it is given, a "noreplay" one never).
+func (ep Endpoint) derivedReplay(cfg *PoolConfig, host string) (addr, from string) {
+	if !cfg.Replay || !ep.Engine.vllmSockets() {
+		return "", ""
+	}
+	return derivedAddress(host, cfg.ReplayPort, ep.Rank)
 }
 
 // derivedAddress is the socket address an engine's data-parallel rank

@@ -3,7 +3,6 @@ package kvevents
 import (
 	"errors"
 	"net"
-	"strconv"
 
 	"github.com/kvroute/kvroute/kvevents/wire"
 )
@@ -100,11 +99,11 @@ func (b *binder) stream(id string, rank int) (st *stream, reason Reason, known b
 				}
 				return nil, dropUnknownEndpoint, false
 			}
-			// The pool's engine kind is the endpoint's: PoolConfig.Replay
-			// derives an address only as resolve does for it.
+			// The pool's engine kind is the endpoint's, and its replay
+			// address is derived as resolve derives one.
 			ep = Endpoint{ID: id, Rank: rank, Engine: p.cfg.Engine}
-			if host, _, err := net.SplitHostPort(id); err == nil && host != "" && p.cfg.Replay && ep.Engine.vllmSockets() {
-				ep.ReplayAddress = "tcp://" + net.JoinHostPort(host, strconv.Itoa(p.cfg.ReplayPort+rank))
+			if host, _, err := net.SplitHostPort(id); err == nil && host != "" {
+				ep.ReplayAddress, _ = ep.derivedReplay(&p.cfg, host)
 			}
 		}
 		if !p.match(ep.Labels) {
