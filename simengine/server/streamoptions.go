@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"strconv"
 
@@ -45,6 +46,10 @@ type streamChecked interface{ checksStreamOptions() }
 func (*completionRequest) checksStreamOptions() {}
 func (*chatRequest) checksStreamOptions()       {}
 
+// streamOptionsName is the member checkStreamOptions looks for, as it
+// stands in a body whose member names hold no escape.
+var streamOptionsName = []byte("stream_options")
+
 // streamMembers are the members checkStreamOptions reads.
 var streamMembers = []string{"stream", "stream_options"}
 
@@ -61,6 +66,9 @@ const errStreamOptions = "Stream options can only be defined when `stream=True`.
 func checkStreamOptions(v any, body []byte) *apiError {
 	if _, ok := v.(streamChecked); !ok {
 		return nil
+	}
+	if !bytes.Contains(body, streamOptionsName) && bytes.IndexByte(body, '\\') < 0 {
+		return nil // no member named stream_options, literally or escaped
 	}
 	var m [2][]byte
 	if jsonscan.Members(body, streamMembers, m[:]) != nil {

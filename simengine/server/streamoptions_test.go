@@ -34,6 +34,7 @@ func TestStreamOptionsOnlyWithStreamAsVLLM(t *testing.T) {
 		{`,"stream":true,"stream_options":{"include_usage":true}`, true},
 		{`,"stream":false,"stream_options":{}`, true},
 		{`,"stream":false,"stream_options":null`, true},
+		{`,"stream\u005foptions":{"include_usage":true}`, false}, // the name escaped: the same member
 	} {
 		for _, r := range []struct{ path, head string }{
 			{"/v1/completions", completion}, {"/v1/completions/render", completion},

@@ -40,10 +40,10 @@ func (s *Server) decodeCompletion(w http.ResponseWriter, r *http.Request, req *c
 	}
 	body, readErr := readBody(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes), r.ContentLength, s.cfg.MaxBodyBytes)
 	if readErr == nil {
-		if e := checkStreamOptions(req, body); e != nil {
-			return e // as decodeFrom checks it, before the fields' types
-		}
 		if vs, ve, ids, ok := tokenPrompt(body); ok {
+			if e := checkStreamOptions(req, body); e != nil {
+				return e // as decodeFrom checks it, before the fields' types
+			}
 			rest := make([]byte, 0, len(body)-(ve-vs)+len("null"))
 			rest = append(append(append(rest, body[:vs]...), "null"...), body[ve:]...)
 			if jsonexact.Unmarshal(rest, req) == nil {
