@@ -96,3 +96,21 @@ func chatBody(content string, maxTokens int) map[string]any {
 	return map[string]any{"model": "m", "max_tokens": maxTokens,
 		"messages": []map[string]any{{"role": "system", "content": "You are a simulated engine."}, {"role": "user", "content": content}}}
 }
+
+// The start of a body (no braces) of each request model that runs vLLM's
+// own validators (stream_options, priority): a text completion, a
+// token-ID completion (decodeCompletion's fast path) and a chat
+// completion.
+const (
+	completionHead = `"model":"m","prompt":"hello there","max_tokens":1`
+	tokenIDsHead   = `"model":"m","prompt":[5,6,7],"max_tokens":1`
+	chatHead       = `"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1`
+)
+
+// validatedRoutes are the routes of those request models, generation and
+// render, each with its body's start.
+var validatedRoutes = []struct{ path, head string }{
+	{"/v1/completions", completionHead}, {"/v1/completions/render", completionHead},
+	{"/v1/completions", tokenIDsHead}, {"/v1/completions/render", tokenIDsHead},
+	{"/v1/chat/completions", chatHead}, {"/v1/chat/completions/render", chatHead},
+}

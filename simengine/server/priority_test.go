@@ -17,16 +17,7 @@ import (
 // integer it read; the generation routes served them all.
 func TestPriorityAsVLLMReadsAnInt(t *testing.T) {
 	_, base := startServer(t, Config{EnableScaleOut: true})
-	const (
-		completion = `"model":"m","prompt":"hello there","max_tokens":1`
-		tokens     = `"model":"m","prompt":[5,6,7],"max_tokens":1` // decodeCompletion's fast path
-		chat       = `"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1`
-	)
-	routes := []struct{ path, head string }{
-		{"/v1/completions", completion}, {"/v1/completions/render", completion},
-		{"/v1/completions", tokens}, {"/v1/completions/render", tokens},
-		{"/v1/chat/completions", chat}, {"/v1/chat/completions/render", chat},
-	}
+	routes := validatedRoutes
 	for in, echo := range map[string]string{
 		`3`: `3`, `-2`: `-2`, `1.0`: `1`, `1e3`: `1000`, `"7"`: `7`, `" 8 "`: `8`, `"2.00"`: `2`, `"-0"`: `0`,
 		`true`: `1`, `false`: `0`, `12345678901234567890123`: `12345678901234567890123`,
@@ -53,7 +44,7 @@ func TestPriorityAsVLLMReadsAnInt(t *testing.T) {
 	}
 	limit := strings.Repeat("9", maxIntDigits)
 	for in, echo := range map[string]string{limit: limit, "-" + limit: "-" + limit, `"00` + limit + `"`: limit} {
-		code, got := post(t, base+"/v1/completions/render", json.RawMessage("{"+completion+`,"priority":`+in+"}"))
+		code, got := post(t, base+"/v1/completions/render", json.RawMessage("{"+completionHead+`,"priority":`+in+"}"))
 		require.Equal(t, http.StatusOK, code, string(got))
 		require.Equal(t, echo, string(decode[[]struct {
 			Priority json.RawMessage `json:"priority"`

@@ -2,9 +2,7 @@ package server
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,11 +17,6 @@ import (
 // without it, are served.
 func TestStreamOptionsOnlyWithStreamAsVLLM(t *testing.T) {
 	_, base := startServer(t, Config{EnableScaleOut: true})
-	const (
-		completion = `"model":"m","prompt":"hello there","max_tokens":1`
-		tokens     = `"model":"m","prompt":[5,6,7],"max_tokens":1` // decodeCompletion's fast path
-		chat       = `"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":1`
-	)
 	for _, c := range []struct {
 		fields string
 		ok     bool
@@ -36,22 +29,14 @@ func TestStreamOptionsOnlyWithStreamAsVLLM(t *testing.T) {
 		{`,"stream":false,"stream_options":null`, true},
 		{`,"stream\u005foptions":{"include_usage":true}`, false}, // the name escaped: the same member
 	} {
-		for _, r := range []struct{ path, head string }{
-			{"/v1/completions", completion}, {"/v1/completions/render", completion},
-			{"/v1/completions", tokens}, {"/v1/completions/render", tokens},
-			{"/v1/chat/completions", chat}, {"/v1/chat/completions/render", chat},
-		} {
+		for _, r := range validatedRoutes {
 			body := "{" + r.head + c.fields + "}"
-			resp, err := testClient.Post(base+r.path, "application/json", strings.NewReader(body))
-			require.NoError(t, err)
-			got, err := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.NoError(t, err)
+			code, got := post(t, base+r.path, json.RawMessage(body))
 			if c.ok {
-				require.Equal(t, http.StatusOK, resp.StatusCode, "%s %s: %s", r.path, body, got)
+				require.Equal(t, http.StatusOK, code, "%s %s: %s", r.path, body, got)
 				continue
 			}
-			require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s %s: %s", r.path, body, got)
+			require.Equal(t, http.StatusBadRequest, code, "%s %s: %s", r.path, body, got)
 			var e errorBody
 			require.NoError(t, json.Unmarshal(got, &e), string(got))
 			require.Equal(t, "BadRequestError", e.Error.Type)
