@@ -166,10 +166,10 @@ func parseFlags(args []string, stdout, stderr io.Writer) (options, error) {
 		}
 	case epsFile != "":
 		data, err := readYAML(epsFile)
-		if err != nil {
-			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)
+		if err == nil {
+			eps, err = gateway.LoadEndpoints(bytes.NewReader(data))
 		}
-		if eps, err = gateway.LoadEndpoints(bytes.NewReader(data)); err != nil {
+		if err != nil {
 			return options{}, fmt.Errorf("--endpoints-file %s: %w", epsFile, err)
 		}
 	default:
